@@ -1,0 +1,55 @@
+// Command orderlog is the single orderlog binary: `orderlog dev` runs every
+// role in one process; role commands run one role each; client verbs talk to
+// a running server. Run `orderlog help` for the list.
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+)
+
+// command is one subcommand of the binary.
+type command struct {
+	summary string
+	run     func(args []string) error
+}
+
+var commands = map[string]command{
+	"dev": {"run everything in one process (embedded etcd, data in ./data)", runDev},
+}
+
+func main() {
+	if len(os.Args) < 2 || isHelp(os.Args[1]) {
+		usage(os.Stdout)
+		return
+	}
+	cmd, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "orderlog: unknown command %q\n\n", os.Args[1])
+		usage(os.Stderr)
+		os.Exit(2)
+	}
+	if err := cmd.run(os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "orderlog %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "--help"
+}
+
+func usage(w *os.File) {
+	fmt.Fprintln(w, "orderlog — a durable message log with one global total order")
+	fmt.Fprintln(w, "\nUsage: orderlog <command> [flags]   (orderlog <command> --help for its flags)")
+	fmt.Fprintln(w, "\nCommands:")
+	names := make([]string, 0, len(commands))
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", name, commands[name].summary)
+	}
+}
