@@ -1,0 +1,47 @@
+// Package keys is the one place that spells orderlog's etcd key layout.
+//
+// Every key lives under Prefix. Values are owned by the package named next to
+// each key; no other package writes them. etcd holds only small, slowly
+// changing state: never one key per message, grant or hole.
+package keys
+
+import "fmt"
+
+// Prefix is the root of every orderlog key in etcd.
+const Prefix = "orderlog/"
+
+const (
+	// SeqElection is the concurrency.Election prefix of the sequencer (sequencer).
+	SeqElection = Prefix + "seq/election"
+	// SeqEpoch holds the current sequencer epoch E as a decimal string (sequencer).
+	// Creating a ledger compares it, so no ledger of an older epoch can be made.
+	SeqEpoch = Prefix + "seq/epoch"
+	// SeqReserved holds R, the exclusive end of reserved offsets (sequencer).
+	SeqReserved = Prefix + "seq/reserved"
+	// SeqCommitLedgers records the commit ledger ids of each epoch (sequencer).
+	SeqCommitLedgers = Prefix + "seq/commit-ledgers"
+	// LedgerIDCounter is the last allocated ledger id (ingest/ledger).
+	LedgerIDCounter = Prefix + "ledgers-next-id"
+	// LedgersPrefix is the prefix of all ledger metadata keys (ingest/ledger).
+	LedgersPrefix = Prefix + "ledgers/"
+	// StoresPrefix is the prefix of WAL store registrations (ingest/wal's owner node).
+	StoresPrefix = Prefix + "stores/"
+	// IngestPrefix is the prefix of live ingest incarnations, each bound to
+	// the node's etcd lease (ingest).
+	IngestPrefix = Prefix + "ingest/"
+	// ProducersPrefix is the prefix of producer records (ingest).
+	ProducersPrefix = Prefix + "producers/"
+)
+
+// Ledger is the metadata key of one ledger. Ids are zero-padded so that a
+// range read over LedgersPrefix returns ledgers in id order.
+func Ledger(id uint64) string { return fmt.Sprintf("%s%020d", LedgersPrefix, id) }
+
+// Store is the registration key of one WAL store.
+func Store(storeID string) string { return StoresPrefix + storeID }
+
+// Ingest is the liveness key of one ingest incarnation.
+func Ingest(incarnation string) string { return IngestPrefix + incarnation }
+
+// Producer is the record key of one producer.
+func Producer(producerID uint64) string { return fmt.Sprintf("%s%020d", ProducersPrefix, producerID) }
