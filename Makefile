@@ -4,6 +4,7 @@ BIN       := bin/orderlog
 DATA      ?= ./data
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m
+export PATH := $(GOBIN):$(PATH)
 
 .PHONY: run build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer \
         proto proto-tools soak vet fmt clean
