@@ -1,0 +1,50 @@
+package batch
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Encode appends the encoding of a batch to dst. h.Count must equal
+// len(records) and the runs must cover them.
+func Encode(dst []byte, h Header, records []Record) ([]byte, error) {
+	if int(h.Count) != len(records) {
+		return nil, fmt.Errorf("batch: header count %d, %d records", h.Count, len(records))
+	}
+	if err := h.validate(); err != nil {
+		return nil, err
+	}
+	dst = append(dst, Version, byte(h.Kind), 0, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, h.FirstOffset)
+	dst = binary.LittleEndian.AppendUint32(dst, h.Count)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(h.IngestTimeMicros))
+	dst = binary.AppendUvarint(dst, uint64(len(h.Runs)))
+	for _, run := range h.Runs {
+		dst = binary.AppendUvarint(dst, run.ProducerID)
+		dst = binary.AppendUvarint(dst, run.Epoch)
+		dst = binary.AppendUvarint(dst, run.FirstSeq)
+		dst = binary.AppendUvarint(dst, uint64(run.Count))
+	}
+	for i := range records {
+		dst = appendRecord(dst, &records[i])
+	}
+	return dst, nil
+}
+
+func appendRecord(dst []byte, r *Record) []byte {
+	dst = appendBytes(dst, []byte(r.Topic))
+	dst = appendBytes(dst, r.Key)
+	dst = appendBytes(dst, r.Value)
+	dst = binary.AppendUvarint(dst, uint64(len(r.Headers)))
+	for _, h := range r.Headers {
+		dst = appendBytes(dst, []byte(h.Key))
+		dst = appendBytes(dst, h.Value)
+	}
+	dst = binary.AppendVarint(dst, r.ClientTimeMicros)
+	return appendBytes(dst, r.MessageID)
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
