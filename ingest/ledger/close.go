@@ -1,0 +1,85 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"orderlog/proto/walpb"
+)
+
+// Close closes the ledger at the writer's LAC. It freezes the LAC first and
+// ignores every ack after, so nothing beyond the recorded last entry was
+// ever reported confirmed. Then it CASes open → closed with that last entry
+// and the covered offset range. If a recovery got there first (state
+// recovering or closed), Close waits for the recovered metadata and returns
+// it: its LastEntry is ≥ the writer's LAC, and the caller may acknowledge
+// entries up to it. Close also tells the stores, best effort, so they drop
+// entries beyond the last.
+func (w *Writer) Close(ctx context.Context) (Metadata, error) {
+	w.mu.Lock()
+	if w.mu.closing {
+		w.mu.Unlock()
+		return Metadata{}, ErrClosed
+	}
+	w.mu.closing = true
+	last := w.mu.tracker.freeze()
+	first, end := w.mu.confirmedFirst, w.mu.confirmedEnd
+	w.space.Broadcast()
+	w.mu.Unlock()
+
+	w.cancel()
+	w.wg.Wait()
+	w.reportConfirmed() // the dispatcher may have stopped before the last advance
+
+	cur, err := Get(ctx, w.cli, w.meta.ID)
+	if err != nil {
+		return Metadata{}, err
+	}
+	final, _, err := transition(ctx, w.cli, cur, StateOpen, func(m Metadata) Metadata {
+		m.State, m.LastEntry, m.FirstOffset, m.EndOffset = StateClosed, last, first, end
+		return m
+	})
+	if err != nil {
+		return Metadata{}, err
+	}
+	if final.State != StateClosed {
+		if final, err = waitClosed(ctx, w.cli, w.meta.ID); err != nil {
+			return Metadata{}, fmt.Errorf("wait for recovery of ledger %d: %w", w.meta.ID, err)
+		}
+	}
+	if final.LastEntry < last {
+		// Impossible under §4: recovery rolls forward every confirmed entry.
+		return final, fmt.Errorf("ledger %d closed at %d below the writer's confirmed %d", w.meta.ID, final.LastEntry, last)
+	}
+	closeOnStores(ctx, final, w.clients())
+	return final, nil
+}
+
+func (w *Writer) clients() []walpb.WALClient {
+	clients := make([]walpb.WALClient, len(w.links))
+	for i, l := range w.links {
+		clients[i] = l.client
+	}
+	return clients
+}
+
+// closeOnStores tells every ensemble store the ledger's last entry, so it
+// drops anything beyond. Best effort: the metadata is the truth, and a
+// store that misses this still holds nothing a reader is ever sent to.
+func closeOnStores(ctx context.Context, m Metadata, clients []walpb.WALClient) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = c.CloseLedger(ctx, &walpb.CloseLedgerRequest{
+				LedgerId: m.ID, StoreIncarnation: m.Ensemble[i].Incarnation, LastEntry: m.LastEntry,
+			})
+		}()
+	}
+	wg.Wait()
+}

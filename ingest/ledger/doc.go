@@ -1,0 +1,64 @@
+// Package ledger is the ledger client: BookKeeper-style replicated ledgers
+// (DESIGN §4) written to WAL stores over the walpb.WAL gRPC contract, with
+// metadata in etcd. Ingest batches and the sequencer's commit log are both
+// written to ledgers.
+//
+// # What it owns
+//
+// The metadata records at keys.Ledger(id) and the id counter
+// keys.LedgerIDCounter (format: docs/format/ledger-metadata.md); the writer
+// (ensemble writes, ack quorum, LAC, close); recovery of someone else's
+// ledger (fence, walk, roll forward, close); reading confirmed entries.
+//
+// # Usage
+//
+//	w, err := ledger.Create(ctx, etcd, ledger.CreateOptions{
+//		Epoch: e, WriterIncarnation: inc, Ensemble: members, AckQuorum: 2, Tolerate: 1,
+//		Stores: dialer, Writer: ledger.WriterOptions{OnConfirm: func(lac int64) { ... }},
+//	})
+//	id, err := w.Append(payload, ledger.Span{First: 100, End: 140}) // ids dense from 0
+//	err = w.WaitConfirmed(ctx, id)     // or react to OnConfirm(lac): entries ≤ lac are confirmed
+//	m, err := w.Close(ctx)             // m.LastEntry ≥ every LAC ever reported
+//
+//	m, err := ledger.Recover(ctx, etcd, id, ledger.RecoverOptions{Stores: dialer})
+//	r, err := ledger.OpenReader(ctx, etcd, id, ledger.ReaderOptions{Stores: dialer})
+//	err = r.Scan(ctx, 0, r.Last(), func(e ledger.Entry) error { ... })
+//	ms, err := ledger.List(ctx, etcd, ledger.Filter{States: []ledger.State{ledger.StateOpen}, EpochBelow: e})
+//
+// Entry ids are int64, dense from 0; -1 means none. A Span is the global
+// offset range [First, End) an entry carries (empty for entries without
+// offsets); non-empty spans of one ledger never go backwards, so a closed
+// ledger's [FirstOffset, EndOffset) is the hull of its entries' spans.
+//
+// When Append or Err reports ErrQuorumLost (fewer than A stores can take
+// writes) or ErrFenced (someone recovers the ledger), the caller calls
+// Close, acknowledges entries up to the returned LastEntry, and writes the
+// rest into a new ledger created on a new ensemble.
+//
+// # Invariants
+//
+//   - State only moves open → closed or open → recovering → closed, each
+//     step a compare-and-swap on the record; the first recovering → closed
+//     wins, whoever does it, and every other closer adopts its result.
+//   - A ledger is created only if keys.SeqEpoch holds its epoch and the
+//     writer's liveness key exists, in the same transaction.
+//   - The LAC is the highest entry such that it and every earlier entry have
+//     A acks; it never goes back. The writer freezes it before its close CAS
+//     and ignores acks after, so every LAC it reported is ≤ the last entry.
+//   - Recovery fences W−A+1 stores before deciding anything, rolls forward
+//     anything any store holds, ends only at W−A+1 explicit ABSENT answers,
+//     and treats UNKNOWN and silence as "cannot conclude".
+//   - Replication: A ≥ f+1 and W ≥ 2f+1; W = A = 1 is single-machine only.
+//
+// The LAC tracker (lac.go) and the recovery decision (decide.go) are plain
+// state machines and functions without I/O; writer, recovery and reader
+// are thin loops around them.
+//
+// # What it must never do
+//
+// Never report an entry confirmed that a later close could leave out; never
+// conclude absence from UNKNOWN, a checksum failure or a missing reply;
+// never read an entry beyond a closed ledger's last entry or a caller's
+// confirmed bound; never decode payloads; never reach a store except
+// through a Dialer.
+package ledger

@@ -1,0 +1,176 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/proto/walpb"
+)
+
+// Entry is one ledger entry as read back.
+type Entry struct {
+	ID      int64
+	Span    Span
+	Payload []byte
+}
+
+// ReaderOptions tune a Reader.
+type ReaderOptions struct {
+	// Stores reaches the ensemble.
+	Stores Dialer
+	// CallTimeout bounds each store call. Default 1 s.
+	CallTimeout time.Duration
+}
+
+// Reader reads entries of one ledger up to a bound known to be confirmed:
+// the last entry of a closed ledger, or a LAC the caller learned. For each
+// entry it tries the ensemble members in turn and moves to the next on
+// UNKNOWN (new incarnation, checksum failure), ABSENT (a lagging store) or
+// an unreachable store. It never returns anything beyond its bound.
+type Reader struct {
+	meta    Metadata
+	clients []walpb.WALClient
+	bound   int64
+	opts    ReaderOptions
+}
+
+// OpenReader reads the metadata of a closed ledger and returns a reader of
+// its entries 0..LastEntry. A ledger not closed gives ErrNotClosed.
+func OpenReader(ctx context.Context, cli *clientv3.Client, id uint64, o ReaderOptions) (*Reader, error) {
+	m, err := Get(ctx, cli, id)
+	if err != nil {
+		return nil, err
+	}
+	if m.State != StateClosed {
+		return nil, fmt.Errorf("ledger %d is %s: %w", id, m.State, ErrNotClosed)
+	}
+	return NewReader(m, m.LastEntry, o)
+}
+
+// NewReader returns a reader of entries 0..confirmed of the ledger m, for a
+// caller that knows entries up to confirmed are confirmed (for example its
+// own writer's LAC, or a LAC from the commit map).
+func NewReader(m Metadata, confirmed int64, o ReaderOptions) (*Reader, error) {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = time.Second
+	}
+	if o.Stores == nil {
+		return nil, fmt.Errorf("%w: no store dialer", ErrBadConfig)
+	}
+	clients, err := dialEnsemble(o.Stores, m.Ensemble)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{meta: m, clients: clients, bound: confirmed, opts: o}, nil
+}
+
+// Metadata is the ledger's metadata as the reader knows it.
+func (r *Reader) Metadata() Metadata { return r.meta }
+
+// Last is the last entry the reader serves (-1: none).
+func (r *Reader) Last() int64 { return r.bound }
+
+// Read returns one entry, trying each ensemble member once, starting at a
+// member chosen by the entry id to spread load.
+func (r *Reader) Read(ctx context.Context, id int64) (Entry, error) {
+	if id < 0 || id > r.bound {
+		return Entry{}, fmt.Errorf("ledger %d entry %d (last %d): %w", r.meta.ID, id, r.bound, ErrBeyondLast)
+	}
+	var causes []error
+	for k := range r.clients {
+		i := (int(id%int64(len(r.clients))) + k) % len(r.clients)
+		e, err := r.readFrom(ctx, i, id)
+		if err == nil {
+			return e, nil
+		}
+		causes = append(causes, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return Entry{}, fmt.Errorf("ledger %d entry %d: %w: %w", r.meta.ID, id, ErrUnreadable, errors.Join(causes...))
+}
+
+func (r *Reader) readFrom(ctx context.Context, i int, id int64) (Entry, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+	defer cancel()
+	resp, err := r.clients[i].ReadEntry(ctx, &walpb.ReadEntryRequest{
+		LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation, EntryId: id,
+	})
+	if err != nil {
+		return Entry{}, fmt.Errorf("store %s: %w", r.meta.Ensemble[i].StoreID, err)
+	}
+	if resp.Status != walpb.EntryStatus_PRESENT || resp.EntryId != id {
+		return Entry{}, fmt.Errorf("store %s: %s %s", r.meta.Ensemble[i].StoreID, resp.Status, resp.Message)
+	}
+	return Entry{ID: id, Span: spanOf(resp.Span), Payload: resp.Payload}, nil
+}
+
+// Scan calls fn for entries first..last in order, streaming from one store
+// and switching to the next member at the first entry it cannot serve.
+func (r *Reader) Scan(ctx context.Context, first, last int64, fn func(Entry) error) error {
+	if first < 0 || last > r.bound {
+		return fmt.Errorf("ledger %d scan [%d, %d] (last %d): %w", r.meta.ID, first, last, r.bound, ErrBeyondLast)
+	}
+	next := first
+	failures := 0
+	for i := 0; next <= last; i = (i + 1) % len(r.clients) {
+		before := next
+		err := r.scanFrom(ctx, i, &next, last, fn)
+		if err == nil {
+			continue
+		}
+		var stop *callbackError
+		if errors.As(err, &stop) {
+			return stop.err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if next > before {
+			failures = 0
+		}
+		if failures++; failures >= len(r.clients) {
+			return fmt.Errorf("ledger %d entry %d: %w: %w", r.meta.ID, next, ErrUnreadable, err)
+		}
+	}
+	return nil
+}
+
+// callbackError carries an error returned by the Scan callback.
+type callbackError struct{ err error }
+
+func (e *callbackError) Error() string { return e.err.Error() }
+
+func (r *Reader) scanFrom(ctx context.Context, i int, next *int64, last int64, fn func(Entry) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := r.clients[i].ReadEntries(ctx, &walpb.ReadEntriesRequest{
+		LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation, FirstEntry: *next, LastEntry: last,
+	})
+	if err != nil {
+		return err
+	}
+	for *next <= last {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			return fmt.Errorf("store %s ended the stream at entry %d", r.meta.Ensemble[i].StoreID, *next)
+		}
+		if err != nil {
+			return err
+		}
+		if resp.Status != walpb.EntryStatus_PRESENT || resp.EntryId != *next {
+			return fmt.Errorf("store %s: entry %d: %s %s", r.meta.Ensemble[i].StoreID, *next, resp.Status, resp.Message)
+		}
+		if err := fn(Entry{ID: *next, Span: spanOf(resp.Span), Payload: resp.Payload}); err != nil {
+			return &callbackError{err}
+		}
+		*next++
+	}
+	return nil
+}

@@ -1,0 +1,288 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/proto/walpb"
+)
+
+// RecoverOptions tune Recover.
+type RecoverOptions struct {
+	// Stores reaches the ensemble.
+	Stores Dialer
+	// CallTimeout bounds each store call. Default 1 s.
+	CallTimeout time.Duration
+	// Retry is the pause before asking again when an entry or the fence
+	// cannot be decided yet. Default 20 ms.
+	Retry time.Duration
+}
+
+func (o *RecoverOptions) fillDefaults() {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = time.Second
+	}
+	if o.Retry <= 0 {
+		o.Retry = 20 * time.Millisecond
+	}
+}
+
+// Recover closes someone else's ledger (its writer dead, slow or
+// partitioned) exactly as DESIGN §4 says, and returns the closed metadata:
+//
+//  1. CAS open → recovering (a ledger already recovering is recovered again:
+//     its recoverer may have died; a closed ledger is returned as is);
+//  2. fence it on at least W−A+1 stores, after which the writer can never
+//     again reach A acks;
+//  3. walk upward from the highest LAC a fenced store reported: an entry
+//     some store holds is rolled forward until A stores hold it; an entry
+//     W−A+1 stores answer ABSENT for ends the ledger; anything else (UNKNOWN,
+//     no reply) is asked again, never concluded;
+//  4. CAS recovering → closed with the last entry and the covered offsets.
+//     The first recovering → closed wins; a recovery that loses returns the
+//     winner's metadata.
+//
+// If ctx ends first, Recover returns a *RecoveryIncompleteError and the
+// ledger stays recovering; calling Recover again is safe.
+func Recover(ctx context.Context, cli *clientv3.Client, id uint64, o RecoverOptions) (Metadata, error) {
+	o.fillDefaults()
+	m, err := Get(ctx, cli, id)
+	if err != nil {
+		return Metadata{}, err
+	}
+	m, _, err = transition(ctx, cli, m, StateOpen, func(m Metadata) Metadata {
+		m.State = StateRecovering
+		return m
+	})
+	if err != nil || m.State == StateClosed {
+		return m, err
+	}
+	clients, err := dialEnsemble(o.Stores, m.Ensemble)
+	if err != nil {
+		return Metadata{}, err
+	}
+	r := &recovery{meta: m, clients: clients, opts: o}
+	last, err := r.run(ctx)
+	if err != nil {
+		return Metadata{}, err
+	}
+	first, end, err := r.offsetHull(ctx, last)
+	if err != nil {
+		return Metadata{}, err
+	}
+	final, _, err := transition(ctx, cli, m, StateRecovering, func(m Metadata) Metadata {
+		m.State, m.LastEntry, m.FirstOffset, m.EndOffset = StateClosed, last, first, end
+		return m
+	})
+	if err != nil {
+		return Metadata{}, err
+	}
+	closeOnStores(ctx, final, clients)
+	return final, nil
+}
+
+// recovery is the I/O around decideFence and decideEntry.
+type recovery struct {
+	meta    Metadata
+	clients []walpb.WALClient
+	opts    RecoverOptions
+	// spans learned during the walk, for the offset hull.
+	spans map[int64]Span
+}
+
+// run fences, walks, and returns the ledger's last entry.
+func (r *recovery) run(ctx context.Context) (int64, error) {
+	startAfter, err := r.fence(ctx)
+	if err != nil {
+		return 0, err
+	}
+	r.spans = make(map[int64]Span)
+	for entry := startAfter + 1; ; entry++ {
+		done, err := r.settle(ctx, entry)
+		if err != nil {
+			return 0, err
+		}
+		if done {
+			return entry - 1, nil
+		}
+	}
+}
+
+// fence asks every store to fence until W−A+1 acknowledged.
+func (r *recovery) fence(ctx context.Context) (int64, error) {
+	answers := make([]fenceAnswer, len(r.clients))
+	for {
+		var wg sync.WaitGroup
+		for i, c := range r.clients {
+			if answers[i].answer != answerNone {
+				continue // fenced already; a fence is durable before it is answered
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i] = r.fenceOne(ctx, i, c)
+			}()
+		}
+		wg.Wait()
+		if ok, startAfter := decideFence(answers, r.meta.W, r.meta.A); ok {
+			return startAfter, nil
+		}
+		if err := r.pause(ctx); err != nil {
+			return 0, &RecoveryIncompleteError{LedgerID: r.meta.ID, Entry: -1, Reason: "fence quorum not reached", Err: err}
+		}
+	}
+}
+
+func (r *recovery) fenceOne(ctx context.Context, i int, c walpb.WALClient) fenceAnswer {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+	defer cancel()
+	resp, err := c.Fence(ctx, &walpb.FenceRequest{LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation})
+	if err != nil {
+		return fenceAnswer{answer: answerNone}
+	}
+	return fenceAnswer{answer: answerOf(resp.Status), lac: resp.Lac}
+}
+
+// settle decides one entry: it returns done=true when the entry is beyond
+// the ledger's end, false once the entry is held by A stores.
+func (r *recovery) settle(ctx context.Context, entry int64) (bool, error) {
+	for {
+		reads := r.readAll(ctx, entry)
+		verdict, holder := decideEntry(reads, r.meta.W, r.meta.A)
+		switch verdict {
+		case verdictEnd:
+			return true, nil
+		case verdictConflict:
+			return false, &RecoveryIncompleteError{LedgerID: r.meta.ID, Entry: entry, Reason: "stores hold different bytes", Err: ErrUnreadable}
+		case verdictRollForward:
+			r.spans[entry] = spanOf(reads[holder].span)
+			if r.rollForward(ctx, entry, reads, holder) {
+				return false, nil
+			}
+		}
+		if err := r.pause(ctx); err != nil {
+			return false, &RecoveryIncompleteError{LedgerID: r.meta.ID, Entry: entry, Reason: "neither A holders nor W-A+1 ABSENT", Err: err}
+		}
+	}
+}
+
+func (r *recovery) readAll(ctx context.Context, entry int64) []entryRead {
+	reads := make([]entryRead, len(r.clients))
+	var wg sync.WaitGroup
+	for i, c := range r.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+			defer cancel()
+			resp, err := c.ReadEntry(cctx, &walpb.ReadEntryRequest{
+				LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation, EntryId: entry,
+			})
+			if err != nil || resp.EntryId != entry && resp.Status == walpb.EntryStatus_PRESENT {
+				return
+			}
+			reads[i] = entryRead{answer: answerOf(resp.Status), span: resp.Span, payload: resp.Payload}
+		}()
+	}
+	wg.Wait()
+	return reads
+}
+
+// rollForward copies the holder's entry to every store not holding it and
+// reports whether A stores now hold it.
+func (r *recovery) rollForward(ctx context.Context, entry int64, reads []entryRead, holder int) bool {
+	holders := make([]bool, len(r.clients))
+	var wg sync.WaitGroup
+	for i, c := range r.clients {
+		if reads[i].answer == answerPresent {
+			holders[i] = true
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			holders[i] = r.addOne(ctx, i, c, entry, reads[holder])
+		}()
+	}
+	wg.Wait()
+	return rolledForward(holders, r.meta.A)
+}
+
+func (r *recovery) addOne(ctx context.Context, i int, c walpb.WALClient, entry int64, held entryRead) bool {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+	defer cancel()
+	stream, err := c.AddEntries(ctx)
+	if err != nil {
+		return false
+	}
+	err = stream.Send(&walpb.AddEntriesRequest{Entries: []*walpb.AddEntry{{
+		LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation, EntryId: entry,
+		Span: held.span, Lac: entry - 1, Payload: held.payload, Recovery: true, RequestId: uint64(entry),
+	}}})
+	if err != nil {
+		return false
+	}
+	_ = stream.CloseSend()
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return false
+		}
+		for _, res := range resp.Results {
+			if res.LedgerId == r.meta.ID && res.EntryId == entry {
+				return res.Code == walpb.AddCode_ADD_OK
+			}
+		}
+	}
+}
+
+func (r *recovery) pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(r.opts.Retry):
+		return nil
+	}
+}
+
+// offsetHull finds the covered offset range of entries 0..last: the first
+// entry's non-empty span from below and the last one from above. Spans of
+// entries the walk saw are known; the rest are read with reader fallback.
+func (r *recovery) offsetHull(ctx context.Context, last int64) (first, end uint64, err error) {
+	rd := &Reader{meta: r.meta, clients: r.clients, bound: last, opts: ReaderOptions{CallTimeout: r.opts.CallTimeout}}
+	span := func(id int64) (Span, error) {
+		if s, ok := r.spans[id]; ok {
+			return s, nil
+		}
+		e, err := rd.Read(ctx, id)
+		if err != nil {
+			return Span{}, fmt.Errorf("recovery of ledger %d: span of entry %d: %w", r.meta.ID, id, err)
+		}
+		return e.Span, nil
+	}
+	top := int64(-1)
+	for id := last; id >= 0; id-- {
+		s, err := span(id)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !s.Empty() {
+			end, top = s.End, id
+			break
+		}
+	}
+	for id := int64(0); id <= top; id++ {
+		s, err := span(id)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !s.Empty() {
+			return s.First, end, nil
+		}
+	}
+	return 0, 0, nil
+}
