@@ -1,0 +1,224 @@
+package wal
+
+import (
+	"fmt"
+	"time"
+
+	"orderlog/ingest/wal/walfs"
+)
+
+// batch is a group of records written together and covered by one
+// fdatasync. Batches complete in journal order.
+type batch struct {
+	chunks []chunk
+	// end is the journal position just past the batch's last record.
+	end journalPos
+	// sync forces an fdatasync even under the interval policy.
+	sync bool
+	done chan struct{}
+	err  error
+}
+
+// chunk is the part of a batch that goes to one segment.
+type chunk struct {
+	seg   uint32
+	data  []byte
+	metas []recordMeta
+}
+
+// enqueueLocked frames r into the pending batch, applies it to the index and
+// returns its position and batch. The caller has checked the store is
+// usable.
+func (s *Store) enqueueLocked(r *Record) (position, *batch) {
+	size := uint32(encodedSize(r))
+	if s.mu.tail.off > segmentHeaderSize && int64(s.mu.tail.off)+int64(size) > s.cfg.SegmentSize {
+		s.mu.tail = journalPos{seg: s.mu.tail.seg + 1, off: segmentHeaderSize}
+	}
+	b := s.mu.pending
+	if b == nil {
+		b = &batch{done: make(chan struct{})}
+		s.mu.pending = b
+		s.wake()
+	}
+	if len(b.chunks) == 0 || b.chunks[len(b.chunks)-1].seg != s.mu.tail.seg {
+		b.chunks = append(b.chunks, chunk{seg: s.mu.tail.seg})
+	}
+	c := &b.chunks[len(b.chunks)-1]
+	pos := position{seg: s.mu.tail.seg, off: s.mu.tail.off, size: size}
+	meta := recordMeta{Type: r.Type, Ledger: r.Ledger, Entry: r.Entry, LAC: r.LAC, Offset: pos.off, Size: size}
+	c.data = appendRecord(c.data, r)
+	c.metas = append(c.metas, meta)
+	s.mu.tail.off += size
+	b.end = s.mu.tail
+	s.mu.pendingBytes += int(size)
+	s.mu.idx.apply(meta, pos.seg, s.id.incarnation)
+	return pos, b
+}
+
+// usableLocked returns why the store cannot take writes, or nil.
+func (s *Store) usableLocked() error {
+	if s.mu.closing {
+		return ErrClosed
+	}
+	return s.mu.failed
+}
+
+// commitLoop writes pending batches one at a time; appends arriving while a
+// batch is written and synced form the next batch (group commit).
+func (s *Store) commitLoop() {
+	defer close(s.stopped)
+	var tick <-chan time.Time
+	if s.cfg.SyncInterval > 0 {
+		t := time.NewTicker(s.cfg.SyncInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	unsynced := false
+	lastSync := time.Now()
+	for {
+		s.mu.Lock()
+		b := s.mu.pending
+		s.mu.pending, s.mu.inflight, s.mu.pendingBytes = nil, b, 0
+		closing := s.mu.closing
+		s.space.Broadcast()
+		s.mu.Unlock()
+		if b != nil {
+			err := s.writeBatch(b)
+			if err == nil {
+				unsynced = true
+				if s.cfg.SyncInterval == 0 || b.sync || time.Since(lastSync) >= s.cfg.SyncInterval {
+					err = s.syncActive()
+					unsynced, lastSync = false, time.Now()
+				}
+			}
+			s.finish(b, err)
+			continue
+		}
+		if closing {
+			if unsynced {
+				s.finish(nil, s.syncActive())
+			}
+			return
+		}
+		select {
+		case <-s.kick:
+		case <-tick:
+			if unsynced {
+				s.finish(nil, s.syncActive())
+				unsynced, lastSync = false, time.Now()
+			}
+		}
+	}
+}
+
+func (s *Store) syncActive() error {
+	if err := s.active.Sync(); err != nil {
+		return fmt.Errorf("fdatasync %s: %w", segmentName(s.activeSeq), err)
+	}
+	return nil
+}
+
+// finish completes b (nil for a bare interval sync). An error fails b, every
+// batch queued after it, and the store: an fsync is never retried as if the
+// data were safe.
+func (s *Store) finish(b *batch, err error) {
+	s.mu.Lock()
+	var failedPending *batch
+	if err != nil {
+		if s.mu.failed == nil {
+			s.mu.failed = fmt.Errorf("%w: %w", ErrStoreFailed, err)
+		}
+		failedPending, s.mu.pending, s.mu.pendingBytes = s.mu.pending, nil, 0
+		if failedPending != nil {
+			failedPending.err = s.mu.failed
+		}
+		if b != nil {
+			b.err = s.mu.failed
+		}
+		s.space.Broadcast()
+	} else if b != nil {
+		s.mu.durable = b.end
+	}
+	s.mu.inflight = nil
+	s.mu.Unlock()
+	if b != nil {
+		close(b.done)
+	}
+	if failedPending != nil {
+		close(failedPending.done)
+	}
+}
+
+// writeBatch writes b's chunks, rolling to new segments as they begin.
+func (s *Store) writeBatch(b *batch) error {
+	for _, c := range b.chunks {
+		if c.seg != s.activeSeq {
+			if err := s.roll(c.seg); err != nil {
+				return err
+			}
+		}
+		if _, err := s.active.Write(c.data); err != nil {
+			return fmt.Errorf("write %s: %w", segmentName(s.activeSeq), err)
+		}
+		s.activeMetas = append(s.activeMetas, c.metas...)
+	}
+	return nil
+}
+
+// roll makes the active segment durable, checkpoints its index and starts
+// segment seq.
+func (s *Store) roll(seq uint32) error {
+	if err := s.syncActive(); err != nil {
+		return err
+	}
+	if err := s.sealActive(); err != nil {
+		return err
+	}
+	f, err := s.createSegment(seq)
+	if err != nil {
+		return err
+	}
+	s.active.Close()
+	s.active, s.activeSeq, s.activeMetas = f, seq, nil
+	s.mu.Lock()
+	s.mu.segments = append(s.mu.segments, seq)
+	s.mu.Unlock()
+	return nil
+}
+
+// sealActive writes the index checkpoint of the active segment. The
+// segment's data must already be durable.
+func (s *Store) sealActive() error {
+	x := &segmentIndex{seq: s.activeSeq, incarnation: s.id.incarnation, metas: s.activeMetas, end: segmentHeaderSize}
+	if n := len(s.activeMetas); n > 0 {
+		last := s.activeMetas[n-1]
+		x.end = int64(last.Offset) + int64(last.Size)
+	}
+	if err := writeFileAtomic(s.fs, s.dir, indexName(s.activeSeq), encodeSegmentIndex(x)); err != nil {
+		return fmt.Errorf("checkpoint index of %s: %w", segmentName(s.activeSeq), err)
+	}
+	return nil
+}
+
+// createSegment creates segment seq with its header, durably.
+func (s *Store) createSegment(seq uint32) (walfs.File, error) {
+	name := s.path(segmentName(seq))
+	file, err := s.fs.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("create segment: %w", err)
+	}
+	h := encodeSegmentHeader(segmentHeader{seq: seq, incarnation: s.id.incarnation, storeID: s.id.storeID})
+	if _, err := file.Write(h); err != nil {
+		file.Close()
+		return nil, fmt.Errorf("write segment header: %w", err)
+	}
+	if err := file.Sync(); err != nil {
+		file.Close()
+		return nil, fmt.Errorf("sync segment header: %w", err)
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		file.Close()
+		return nil, fmt.Errorf("sync dir: %w", err)
+	}
+	return file, nil
+}

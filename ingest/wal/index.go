@@ -1,0 +1,188 @@
+package wal
+
+// The in-memory index: per-ledger state rebuilt by replaying record metas in
+// journal order. It does no I/O; the store feeds it metas from appends, from
+// index checkpoints and from scans, and asks it what an append may do.
+
+// position locates a record in the journal. size 0 marks an entry the store
+// once held but cannot read (a corrupt record): it is answered UNKNOWN.
+type position struct {
+	seg  uint32
+	off  uint32
+	size uint32
+}
+
+func (p position) known() bool { return p.size != 0 }
+
+// journalPos is a point in the journal; records before it are durable.
+type journalPos struct {
+	seg uint32
+	off uint32
+}
+
+// before reports whether the record at p ends at or before j.
+func (p position) durableAt(j journalPos) bool {
+	return p.seg < j.seg || (p.seg == j.seg && uint64(p.off)+uint64(p.size) <= uint64(j.off))
+}
+
+type ledgerState struct {
+	id uint64
+	// incarnation is the store incarnation that wrote the ledger's first
+	// record; ABSENT is only ever answered for the current incarnation.
+	incarnation uint64
+	// firstSeg is the oldest segment holding a record of this ledger.
+	firstSeg uint32
+	// entries[i] is the position of entry i.
+	entries    []position
+	fenced     bool
+	closed     bool
+	closedLast int64
+	// lac is the highest LAC piggybacked on any entry, -1 if none.
+	lac int64
+	// tainted: damaged journal bytes may have held entries of this ledger,
+	// so missing entries are UNKNOWN, not ABSENT.
+	tainted bool
+}
+
+func (l *ledgerState) last() int64 { return int64(len(l.entries)) - 1 }
+
+type index struct {
+	ledgers map[uint64]*ledgerState
+	// deleted remembers deleted ledgers so that they answer UNKNOWN and
+	// refuse writes.
+	deleted map[uint64]struct{}
+	// corrupt: a damaged stretch could not be attributed, so a ledger the
+	// store does not know may still have been written to it.
+	corrupt bool
+}
+
+func newIndex() *index {
+	return &index{ledgers: map[uint64]*ledgerState{}, deleted: map[uint64]struct{}{}}
+}
+
+func (x *index) ledger(id uint64, seg uint32, incarnation uint64) *ledgerState {
+	l := x.ledgers[id]
+	if l == nil {
+		l = &ledgerState{id: id, incarnation: incarnation, firstSeg: seg, closedLast: -1, lac: -1}
+		x.ledgers[id] = l
+	}
+	return l
+}
+
+// apply replays one record of segment seg, written by incarnation.
+func (x *index) apply(m recordMeta, seg uint32, incarnation uint64) {
+	if m.Type == metaCorrupt {
+		x.applyCorrupt(m, seg, incarnation)
+		return
+	}
+	if _, gone := x.deleted[m.Ledger]; gone {
+		return
+	}
+	if m.Type == RecordDelete {
+		delete(x.ledgers, m.Ledger)
+		x.deleted[m.Ledger] = struct{}{}
+		return
+	}
+	l := x.ledger(m.Ledger, seg, incarnation)
+	switch m.Type {
+	case RecordEntry:
+		l.applyEntry(m, position{seg: seg, off: m.Offset, size: m.Size})
+	case RecordFence:
+		l.fenced = true
+		l.lac = max(l.lac, m.LAC)
+	case RecordClose:
+		l.fenced, l.closed, l.closedLast = true, true, m.Entry
+		if l.last() > m.Entry {
+			l.entries = l.entries[:m.Entry+1]
+		}
+	}
+}
+
+func (l *ledgerState) applyEntry(m recordMeta, p position) {
+	if l.closed && m.Entry > l.closedLast || m.Entry < 0 {
+		return
+	}
+	l.lac = max(l.lac, m.LAC)
+	switch n := int64(len(l.entries)); {
+	case m.Entry == n:
+		l.entries = append(l.entries, p)
+	case m.Entry > n:
+		// Only possible when damaged bytes held the entries in between.
+		for int64(len(l.entries)) < m.Entry {
+			l.entries = append(l.entries, position{})
+		}
+		l.entries = append(l.entries, p)
+		l.tainted = true
+	case !l.entries[m.Entry].known():
+		// A recovery append repairing an entry lost to corruption.
+		l.entries[m.Entry] = p
+	}
+}
+
+// applyCorrupt taints every ledger the damaged bytes may have belonged to:
+// all ledgers known so far (the damage may have held their later entries)
+// and, through x.corrupt, ledgers not known at all.
+func (x *index) applyCorrupt(m recordMeta, seg uint32, incarnation uint64) {
+	for _, l := range x.ledgers {
+		l.tainted = true
+	}
+	if m.Entry != metaUnattributed {
+		if _, gone := x.deleted[m.Ledger]; !gone {
+			x.ledger(m.Ledger, seg, incarnation).tainted = true
+		}
+	}
+	x.corrupt = true
+}
+
+// appendVerdict is what an append of a given entry may do.
+type appendVerdict int
+
+const (
+	verdictWrite    appendVerdict = iota // write a new record
+	verdictExisting                      // compare with the record held
+)
+
+// checkAppend decides an append of entry to ledger id; l is nil for a
+// ledger the store does not know.
+func (x *index) checkAppend(id uint64, entry int64, recovery bool) (appendVerdict, error) {
+	if entry < 0 {
+		return 0, ErrInvalidEntry
+	}
+	if _, gone := x.deleted[id]; gone {
+		return 0, ErrLedgerDeleted
+	}
+	l := x.ledgers[id]
+	if l == nil {
+		if entry != 0 {
+			return 0, &GapError{Ledger: id, Entry: entry, Next: 0}
+		}
+		return verdictWrite, nil
+	}
+	switch {
+	case l.closed && !recovery, l.fenced && !recovery:
+		return 0, ErrFenced
+	case l.closed && entry > l.closedLast:
+		return 0, ErrBeyondClose
+	}
+	switch n := int64(len(l.entries)); {
+	case entry == n:
+		return verdictWrite, nil
+	case entry > n:
+		return 0, &GapError{Ledger: id, Entry: entry, Next: n}
+	case !l.entries[entry].known():
+		return verdictWrite, nil
+	default:
+		return verdictExisting, nil
+	}
+}
+
+// minLiveSegment is the oldest segment holding a record of a live ledger,
+// or ok=false if there are no live ledgers.
+func (x *index) minLiveSegment() (seg uint32, ok bool) {
+	for _, l := range x.ledgers {
+		if !ok || l.firstSeg < seg {
+			seg, ok = l.firstSeg, true
+		}
+	}
+	return seg, ok
+}

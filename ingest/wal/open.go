@@ -1,0 +1,177 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"orderlog/ingest/wal/walfs"
+)
+
+// Open opens (creating if needed) the store in cfg.Dir and recovers it:
+// index checkpoints are loaded for sealed segments, segments without a valid
+// checkpoint are scanned and verified, a torn tail is truncated, damaged
+// stretches elsewhere are reported by Corruptions and answered UNKNOWN.
+// Appends then go to a new segment.
+func Open(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{cfg: cfg, fs: cfg.FS, dir: cfg.Dir, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	s.space = sync.NewCond(&s.mu)
+	s.mu.idx = newIndex()
+	s.mu.readers = map[uint32]walfs.File{}
+	if err := s.fs.MkdirAll(s.dir); err != nil {
+		return nil, fmt.Errorf("wal: create dir: %w", err)
+	}
+	old, haveOld := readCookie(s.fs, s.dir)
+	s.id, s.fresh = decideIdentity(old, haveOld, cfg.ExpectedIncarnation, cfg.Now())
+	// The cookie is marked unclean for the whole run; only Close marks it
+	// clean, which is what the interval policy's restart check relies on.
+	running := s.id
+	running.interval = cfg.SyncInterval > 0
+	if err := writeFileAtomic(s.fs, s.dir, cookieName, encodeCookie(running)); err != nil {
+		return nil, fmt.Errorf("wal: write cookie: %w", err)
+	}
+	next, err := s.recover()
+	if err != nil {
+		return nil, fmt.Errorf("wal: recover: %w", err)
+	}
+	f, err := s.createSegment(next)
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	s.active, s.activeSeq = f, next
+	s.mu.segments = append(s.mu.segments, next)
+	s.mu.tail = journalPos{seg: next, off: segmentHeaderSize}
+	s.mu.durable = s.mu.tail
+	go s.commitLoop()
+	return s, nil
+}
+
+// recover loads every existing segment into the index and returns the
+// sequence number for the next segment.
+func (s *Store) recover() (next uint32, err error) {
+	names, err := s.fs.List(s.dir)
+	if err != nil {
+		return 0, err
+	}
+	var segs []uint32
+	indexes := map[uint32]bool{}
+	for _, name := range names {
+		if seq, ok := parseFileName(name, segmentSuffix); ok {
+			segs = append(segs, seq)
+		} else if seq, ok := parseFileName(name, indexSuffix); ok {
+			indexes[seq] = true
+		} else if strings.HasSuffix(name, ".tmp") {
+			s.fs.Remove(s.path(name))
+		}
+	}
+	for i, seq := range segs {
+		next = seq + 1
+		tail := i == len(segs)-1
+		if indexes[seq] && s.loadCheckpoint(seq) {
+			s.mu.segments = append(s.mu.segments, seq)
+			continue
+		}
+		kept, err := s.scanAndSeal(seq, tail)
+		if err != nil {
+			return 0, err
+		}
+		if kept {
+			s.mu.segments = append(s.mu.segments, seq)
+		}
+	}
+	return next, nil
+}
+
+// loadCheckpoint applies segment seq's index checkpoint if it is valid and
+// matches the segment file; false means the segment must be scanned.
+func (s *Store) loadCheckpoint(seq uint32) bool {
+	b, err := readWholeFile(s.fs, s.path(indexName(seq)))
+	if err != nil {
+		return false
+	}
+	x, err := decodeSegmentIndex(b)
+	if err != nil || x.seq != seq {
+		return false
+	}
+	f, err := s.fs.Open(s.path(segmentName(seq)))
+	if err != nil {
+		return false
+	}
+	size, err := f.Size()
+	f.Close()
+	if err != nil || size != x.end {
+		return false
+	}
+	for _, m := range x.metas {
+		s.mu.idx.apply(m, seq, x.incarnation)
+	}
+	return true
+}
+
+// scanAndSeal verifies segment seq record by record, truncates a torn tail
+// (tail segment only), applies what it found and writes its checkpoint.
+// kept is false if the segment was removed (an empty or headerless tail).
+func (s *Store) scanAndSeal(seq uint32, tail bool) (kept bool, err error) {
+	name := segmentName(seq)
+	b, err := readWholeFile(s.fs, s.path(name))
+	if err != nil {
+		return false, err
+	}
+	res, err := scanSegment(name, b, tail)
+	if errors.Is(err, errBadSegmentHeader) {
+		if tail {
+			// Crashed while creating the segment: it never held a record.
+			s.fs.Remove(s.path(indexName(seq)))
+			return false, s.removeFile(name)
+		}
+		ce := segmentCorruption(name, err)
+		s.corruptions = append(s.corruptions, ce)
+		s.mu.idx.apply(recordMeta{Type: metaCorrupt, Entry: metaUnattributed}, seq, 0)
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if res.torn || res.end < int64(len(b)) {
+		if err := s.truncate(name, res.end); err != nil {
+			return false, err
+		}
+	}
+	s.corruptions = append(s.corruptions, res.corruptions...)
+	for _, m := range res.metas {
+		s.mu.idx.apply(m, seq, res.header.incarnation)
+	}
+	if tail && len(res.metas) == 0 {
+		s.fs.Remove(s.path(indexName(seq)))
+		return false, s.removeFile(name)
+	}
+	x := &segmentIndex{seq: seq, incarnation: res.header.incarnation, end: res.end, metas: res.metas}
+	if err := writeFileAtomic(s.fs, s.dir, indexName(seq), encodeSegmentIndex(x)); err != nil {
+		return false, fmt.Errorf("checkpoint index of %s: %w", name, err)
+	}
+	return true, nil
+}
+
+func (s *Store) truncate(name string, size int64) error {
+	f, err := s.fs.OpenAppend(s.path(name))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("truncate torn tail of %s: %w", name, err)
+	}
+	return f.Sync()
+}
+
+func (s *Store) removeFile(name string) error {
+	if err := s.fs.Remove(s.path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return s.fs.SyncDir(s.dir)
+}

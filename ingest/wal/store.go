@@ -1,0 +1,120 @@
+package wal
+
+import (
+	"encoding/hex"
+	"path/filepath"
+	"sync"
+
+	"orderlog/ingest/wal/walfs"
+)
+
+// Store is one WAL store: a journal of segment files shared by all ledgers.
+// All methods are safe for concurrent use.
+type Store struct {
+	cfg  Config
+	fs   walfs.FS
+	dir  string
+	id   cookie
+	kick chan struct{}
+	// stopped is closed when the commit loop has exited.
+	stopped chan struct{}
+	// corruptions were found while opening; immutable after Open.
+	corruptions []*CorruptionError
+	fresh       bool
+
+	mu struct {
+		sync.Mutex
+		idx *index
+		// tail is where the next record goes.
+		tail journalPos
+		// durable: every record ending at or before it is durable (under
+		// the interval policy: written).
+		durable      journalPos
+		pending      *batch
+		inflight     *batch
+		pendingBytes int
+		// failed is set by the first write or sync error; it wraps
+		// ErrStoreFailed.
+		failed  error
+		closing bool
+		// segments lists existing segment sequence numbers, ascending.
+		segments []uint32
+		readers  map[uint32]walfs.File
+	}
+	// space is signalled when the commit loop takes the pending batch.
+	space *sync.Cond
+
+	// Owned by the commit loop (and by Open/Close around it).
+	active      walfs.File
+	activeSeq   uint32
+	activeMetas []recordMeta
+}
+
+// StoreID is the store's stable identity (hex), kept across incarnations
+// unless the cookie is lost.
+func (s *Store) StoreID() string { return hex.EncodeToString(s.id.storeID[:]) }
+
+// Incarnation is the store's current incarnation.
+func (s *Store) Incarnation() uint64 { return s.id.incarnation }
+
+// NewIncarnation reports whether this Open started a new incarnation.
+func (s *Store) NewIncarnation() bool { return s.fresh }
+
+// Corruptions lists the damaged stretches found while opening. Entries they
+// may have held answer UNKNOWN; the rest of the store works normally.
+func (s *Store) Corruptions() []*CorruptionError { return s.corruptions }
+
+// Failed returns the error that stopped the store from accepting appends,
+// or nil.
+func (s *Store) Failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.failed
+}
+
+func (s *Store) path(name string) string { return filepath.Join(s.dir, name) }
+
+// Close flushes pending appends, checkpoints the index of the active
+// segment and marks the cookie clean. Entries are not affected.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.mu.closing {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.mu.closing = true
+	s.space.Broadcast()
+	s.mu.Unlock()
+	s.wake()
+	<-s.stopped
+
+	s.mu.Lock()
+	failed := s.mu.failed
+	for seq, f := range s.mu.readers {
+		f.Close()
+		delete(s.mu.readers, seq)
+	}
+	s.mu.Unlock()
+	var err error
+	if failed == nil {
+		// A failed store's tail is re-verified by the next Open, so it
+		// gets no checkpoint and no clean mark.
+		err = s.sealActive()
+		if err == nil {
+			c := s.id
+			c.interval, c.clean = s.cfg.SyncInterval > 0, true
+			err = writeFileAtomic(s.fs, s.dir, cookieName, encodeCookie(c))
+		}
+	}
+	if cerr := s.active.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (s *Store) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,132 @@
+// Package walfs is the filesystem the WAL store writes through: the real
+// operating-system implementation and, for tests, a crashable in-memory one
+// that can lose unsynced data and inject write and sync errors.
+//
+// The interface is deliberately small: the store only appends to files, reads
+// them at offsets, truncates a torn tail, syncs data and directories, and
+// renames whole files into place.
+package walfs
+
+import (
+	"io"
+	"os"
+	"sort"
+	"syscall"
+)
+
+// File is an open file. Writes append at the end of the file.
+type File interface {
+	io.ReaderAt
+	io.Writer
+	io.Closer
+	// Sync makes the file's data durable (fdatasync on Linux).
+	Sync() error
+	// Truncate cuts the file to size bytes.
+	Truncate(size int64) error
+	// Size is the file's current length.
+	Size() (int64, error)
+}
+
+// FS is a directory-oriented filesystem.
+type FS interface {
+	// Create creates (or truncates) name for appending.
+	Create(name string) (File, error)
+	// OpenAppend opens an existing file for reading and appending.
+	OpenAppend(name string) (File, error)
+	// Open opens an existing file read-only.
+	Open(name string) (File, error)
+	Remove(name string) error
+	Rename(oldName, newName string) error
+	// List returns the names of the files in dir, sorted.
+	List(dir string) ([]string, error)
+	MkdirAll(dir string) error
+	// SyncDir makes creations, renames and removals in dir durable.
+	SyncDir(dir string) error
+}
+
+// OS is the real filesystem.
+type OS struct{}
+
+type osFile struct{ f *os.File }
+
+func (o OS) Create(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (o OS) OpenAppend(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (o OS) Open(name string) (File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return osFile{f}, nil
+}
+
+func (o OS) Remove(name string) error              { return os.Remove(name) }
+func (o OS) Rename(oldName, newName string) error { return os.Rename(oldName, newName) }
+func (o OS) MkdirAll(dir string) error            { return os.MkdirAll(dir, 0o755) }
+
+func (o OS) List(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if !e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (o OS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (f osFile) ReadAt(p []byte, off int64) (int, error) { return f.f.ReadAt(p, off) }
+func (f osFile) Write(p []byte) (int, error)             { return f.f.Write(p) }
+func (f osFile) Close() error                            { return f.f.Close() }
+func (f osFile) Truncate(size int64) error               { return f.f.Truncate(size) }
+
+// Sync uses fdatasync: the store never depends on file metadata other than
+// the length, which fdatasync covers.
+func (f osFile) Sync() error {
+	conn, err := f.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var syncErr error
+	if err := conn.Control(func(fd uintptr) { syncErr = syscall.Fdatasync(int(fd)) }); err != nil {
+		return err
+	}
+	return syncErr
+}
+
+func (f osFile) Size() (int64, error) {
+	st, err := f.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
