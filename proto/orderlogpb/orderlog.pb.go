@@ -279,9 +279,12 @@ type ProduceRequest struct {
 	FirstSeq   uint64                 `protobuf:"varint,3,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
 	Messages   []*Message             `protobuf:"bytes,4,rep,name=messages,proto3" json:"messages,omitempty"`
 	// Echoed in the response so a client can match frames.
-	RequestId     uint64 `protobuf:"varint,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId uint64 `protobuf:"varint,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Instead of a producer session: a key naming this (single-message) request
+	// so that a retry returns the original offset (HTTP Idempotency-Key).
+	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -347,6 +350,13 @@ func (x *ProduceRequest) GetRequestId() uint64 {
 		return x.RequestId
 	}
 	return 0
+}
+
+func (x *ProduceRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
 }
 
 type Ack struct {
@@ -1000,6 +1010,174 @@ func (x *StatusResponse) GetVersion() string {
 	return ""
 }
 
+type Topic struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Topic) Reset() {
+	*x = Topic{}
+	mi := &file_orderlog_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Topic) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Topic) ProtoMessage() {}
+
+func (x *Topic) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Topic.ProtoReflect.Descriptor instead.
+func (*Topic) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Topic) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type CreateTopicRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTopicRequest) Reset() {
+	*x = CreateTopicRequest{}
+	mi := &file_orderlog_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTopicRequest) ProtoMessage() {}
+
+func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
+func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CreateTopicRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ListTopicsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTopicsRequest) Reset() {
+	*x = ListTopicsRequest{}
+	mi := &file_orderlog_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTopicsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTopicsRequest) ProtoMessage() {}
+
+func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
+func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{17}
+}
+
+type ListTopicsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topics        []*Topic               `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTopicsResponse) Reset() {
+	*x = ListTopicsResponse{}
+	mi := &file_orderlog_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTopicsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTopicsResponse) ProtoMessage() {}
+
+func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
+func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListTopicsResponse) GetTopics() []*Topic {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
 var File_orderlog_proto protoreflect.FileDescriptor
 
 const file_orderlog_proto_rawDesc = "" +
@@ -1022,7 +1200,7 @@ const file_orderlog_proto_rawDesc = "" +
 	"\vproducer_id\x18\x01 \x01(\x04R\n" +
 	"producerId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x19\n" +
-	"\bnext_seq\x18\x03 \x01(\x04R\anextSeq\"\xb5\x01\n" +
+	"\bnext_seq\x18\x03 \x01(\x04R\anextSeq\"\xde\x01\n" +
 	"\x0eProduceRequest\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x04R\n" +
 	"producerId\x12\x14\n" +
@@ -1030,7 +1208,8 @@ const file_orderlog_proto_rawDesc = "" +
 	"\tfirst_seq\x18\x03 \x01(\x04R\bfirstSeq\x120\n" +
 	"\bmessages\x18\x04 \x03(\v2\x14.orderlog.v1.MessageR\bmessages\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\x04R\trequestId\"u\n" +
+	"request_id\x18\x05 \x01(\x04R\trequestId\x12'\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"u\n" +
 	"\x03Ack\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x128\n" +
@@ -1085,16 +1264,26 @@ const file_orderlog_proto_rawDesc = "" +
 	"\tproducers\x18\x05 \x01(\x04R\tproducers\x12\x1f\n" +
 	"\vstore_bytes\x18\x06 \x01(\x04R\n" +
 	"storeBytes\x12\x18\n" +
-	"\aversion\x18\a \x01(\tR\aversion2\xa9\x01\n" +
+	"\aversion\x18\a \x01(\tR\aversion\"\x1b\n" +
+	"\x05Topic\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"(\n" +
+	"\x12CreateTopicRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
+	"\x11ListTopicsRequest\"@\n" +
+	"\x12ListTopicsResponse\x12*\n" +
+	"\x06topics\x18\x01 \x03(\v2\x12.orderlog.v1.TopicR\x06topics2\xa9\x01\n" +
 	"\bProducer\x12S\n" +
 	"\fInitProducer\x12 .orderlog.v1.InitProducerRequest\x1a!.orderlog.v1.InitProducerResponse\x12H\n" +
 	"\aProduce\x12\x1b.orderlog.v1.ProduceRequest\x1a\x1c.orderlog.v1.ProduceResponse(\x010\x012\xc7\x01\n" +
 	"\x06Reader\x12=\n" +
 	"\x04Read\x12\x18.orderlog.v1.ReadRequest\x1a\x19.orderlog.v1.ReadResponse0\x01\x12=\n" +
 	"\x04Tail\x12\x18.orderlog.v1.TailRequest\x1a\x19.orderlog.v1.ReadResponse0\x01\x12?\n" +
-	"\x05Query\x12\x19.orderlog.v1.QueryRequest\x1a\x19.orderlog.v1.ReadResponse0\x012J\n" +
+	"\x05Query\x12\x19.orderlog.v1.QueryRequest\x1a\x19.orderlog.v1.ReadResponse0\x012\xdd\x01\n" +
 	"\x05Admin\x12A\n" +
-	"\x06Status\x12\x1a.orderlog.v1.StatusRequest\x1a\x1b.orderlog.v1.StatusResponseB\x1bZ\x19orderlog/proto/orderlogpbb\x06proto3"
+	"\x06Status\x12\x1a.orderlog.v1.StatusRequest\x1a\x1b.orderlog.v1.StatusResponse\x12B\n" +
+	"\vCreateTopic\x12\x1f.orderlog.v1.CreateTopicRequest\x1a\x12.orderlog.v1.Topic\x12M\n" +
+	"\n" +
+	"ListTopics\x12\x1e.orderlog.v1.ListTopicsRequest\x1a\x1f.orderlog.v1.ListTopicsResponseB\x1bZ\x19orderlog/proto/orderlogpbb\x06proto3"
 
 var (
 	file_orderlog_proto_rawDescOnce sync.Once
@@ -1108,7 +1297,7 @@ func file_orderlog_proto_rawDescGZIP() []byte {
 	return file_orderlog_proto_rawDescData
 }
 
-var file_orderlog_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_orderlog_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_orderlog_proto_goTypes = []any{
 	(*Header)(nil),               // 0: orderlog.v1.Header
 	(*Message)(nil),              // 1: orderlog.v1.Message
@@ -1125,6 +1314,10 @@ var file_orderlog_proto_goTypes = []any{
 	(*ReadResponse)(nil),         // 12: orderlog.v1.ReadResponse
 	(*StatusRequest)(nil),        // 13: orderlog.v1.StatusRequest
 	(*StatusResponse)(nil),       // 14: orderlog.v1.StatusResponse
+	(*Topic)(nil),                // 15: orderlog.v1.Topic
+	(*CreateTopicRequest)(nil),   // 16: orderlog.v1.CreateTopicRequest
+	(*ListTopicsRequest)(nil),    // 17: orderlog.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),   // 18: orderlog.v1.ListTopicsResponse
 }
 var file_orderlog_proto_depIdxs = []int32{
 	0,  // 0: orderlog.v1.Message.headers:type_name -> orderlog.v1.Header
@@ -1133,23 +1326,28 @@ var file_orderlog_proto_depIdxs = []int32{
 	1,  // 3: orderlog.v1.StoredMessage.message:type_name -> orderlog.v1.Message
 	7,  // 4: orderlog.v1.ReadResponse.messages:type_name -> orderlog.v1.StoredMessage
 	8,  // 5: orderlog.v1.ReadResponse.skipped:type_name -> orderlog.v1.SkippedRange
-	2,  // 6: orderlog.v1.Producer.InitProducer:input_type -> orderlog.v1.InitProducerRequest
-	4,  // 7: orderlog.v1.Producer.Produce:input_type -> orderlog.v1.ProduceRequest
-	9,  // 8: orderlog.v1.Reader.Read:input_type -> orderlog.v1.ReadRequest
-	10, // 9: orderlog.v1.Reader.Tail:input_type -> orderlog.v1.TailRequest
-	11, // 10: orderlog.v1.Reader.Query:input_type -> orderlog.v1.QueryRequest
-	13, // 11: orderlog.v1.Admin.Status:input_type -> orderlog.v1.StatusRequest
-	3,  // 12: orderlog.v1.Producer.InitProducer:output_type -> orderlog.v1.InitProducerResponse
-	6,  // 13: orderlog.v1.Producer.Produce:output_type -> orderlog.v1.ProduceResponse
-	12, // 14: orderlog.v1.Reader.Read:output_type -> orderlog.v1.ReadResponse
-	12, // 15: orderlog.v1.Reader.Tail:output_type -> orderlog.v1.ReadResponse
-	12, // 16: orderlog.v1.Reader.Query:output_type -> orderlog.v1.ReadResponse
-	14, // 17: orderlog.v1.Admin.Status:output_type -> orderlog.v1.StatusResponse
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	15, // 6: orderlog.v1.ListTopicsResponse.topics:type_name -> orderlog.v1.Topic
+	2,  // 7: orderlog.v1.Producer.InitProducer:input_type -> orderlog.v1.InitProducerRequest
+	4,  // 8: orderlog.v1.Producer.Produce:input_type -> orderlog.v1.ProduceRequest
+	9,  // 9: orderlog.v1.Reader.Read:input_type -> orderlog.v1.ReadRequest
+	10, // 10: orderlog.v1.Reader.Tail:input_type -> orderlog.v1.TailRequest
+	11, // 11: orderlog.v1.Reader.Query:input_type -> orderlog.v1.QueryRequest
+	13, // 12: orderlog.v1.Admin.Status:input_type -> orderlog.v1.StatusRequest
+	16, // 13: orderlog.v1.Admin.CreateTopic:input_type -> orderlog.v1.CreateTopicRequest
+	17, // 14: orderlog.v1.Admin.ListTopics:input_type -> orderlog.v1.ListTopicsRequest
+	3,  // 15: orderlog.v1.Producer.InitProducer:output_type -> orderlog.v1.InitProducerResponse
+	6,  // 16: orderlog.v1.Producer.Produce:output_type -> orderlog.v1.ProduceResponse
+	12, // 17: orderlog.v1.Reader.Read:output_type -> orderlog.v1.ReadResponse
+	12, // 18: orderlog.v1.Reader.Tail:output_type -> orderlog.v1.ReadResponse
+	12, // 19: orderlog.v1.Reader.Query:output_type -> orderlog.v1.ReadResponse
+	14, // 20: orderlog.v1.Admin.Status:output_type -> orderlog.v1.StatusResponse
+	15, // 21: orderlog.v1.Admin.CreateTopic:output_type -> orderlog.v1.Topic
+	18, // 22: orderlog.v1.Admin.ListTopics:output_type -> orderlog.v1.ListTopicsResponse
+	15, // [15:23] is the sub-list for method output_type
+	7,  // [7:15] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_orderlog_proto_init() }
@@ -1163,7 +1361,7 @@ func file_orderlog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_orderlog_proto_rawDesc), len(file_orderlog_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

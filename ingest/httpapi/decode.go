@@ -1,0 +1,201 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"orderlog/internal/apierr"
+	"orderlog/proto/orderlogpb"
+)
+
+// jsonMessage is one message as POSTed. The value is either `payload` (any
+// JSON value, stored as its exact JSON text) or `payload_base64` (raw bytes).
+type jsonMessage struct {
+	Topic         string          `json:"topic"`
+	Key           string          `json:"key"`
+	Payload       json.RawMessage `json:"payload"`
+	PayloadBase64 *string         `json:"payload_base64"`
+	Headers       []jsonHeader    `json:"headers"`
+	ClientTimeUS  int64           `json:"client_time_us"`
+	MessageID     string          `json:"message_id"`
+}
+
+type jsonHeader struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// ProduceCall is a decoded POST /v1/messages.
+type ProduceCall struct {
+	Request *orderlogpb.ProduceRequest
+	// Batch is true when the body was a JSON array: the answer is an array.
+	Batch bool
+}
+
+// DecodeProduce turns a POST /v1/messages body and headers into a request.
+func DecodeProduce(header http.Header, body []byte, limits Limits) (*ProduceCall, error) {
+	if len(body) > limits.MaxBodyBytes {
+		return nil, apierr.New(apierr.BatchTooLarge, "body of %d bytes exceeds %d", len(body), limits.MaxBodyBytes)
+	}
+	trimmed := bytes.TrimSpace(body)
+	call := &ProduceCall{Request: &orderlogpb.ProduceRequest{}, Batch: len(trimmed) > 0 && trimmed[0] == '['}
+	var messages []jsonMessage
+	if call.Batch {
+		if err := strictUnmarshal(trimmed, &messages); err != nil {
+			return nil, err
+		}
+	} else {
+		var one jsonMessage
+		if err := strictUnmarshal(trimmed, &one); err != nil {
+			return nil, err
+		}
+		messages = []jsonMessage{one}
+	}
+	if len(messages) == 0 {
+		return nil, apierr.New(apierr.InvalidArgument, "a batch needs at least one message")
+	}
+	if len(messages) > limits.MaxBatch {
+		return nil, apierr.New(apierr.BatchTooLarge, "%d messages exceed the batch limit %d", len(messages), limits.MaxBatch)
+	}
+	for i := range messages {
+		msg, err := messages[i].toProto(limits)
+		if err != nil {
+			return nil, withIndex(err, i, call.Batch)
+		}
+		call.Request.Messages = append(call.Request.Messages, msg)
+	}
+	if err := decodeProducerHeaders(header, call); err != nil {
+		return nil, err
+	}
+	return call, nil
+}
+
+func (m *jsonMessage) toProto(limits Limits) (*orderlogpb.Message, error) {
+	value, err := m.value()
+	if err != nil {
+		return nil, err
+	}
+	if len(value) > limits.MaxMessageBytes {
+		return nil, apierr.New(apierr.MessageTooLarge, "payload of %d bytes exceeds %d", len(value), limits.MaxMessageBytes)
+	}
+	if err := ValidateTopicName(m.Topic); err != nil {
+		return nil, err
+	}
+	msg := &orderlogpb.Message{Topic: m.Topic, Value: value, ClientTimeUs: m.ClientTimeUS}
+	if m.Key != "" {
+		msg.Key = []byte(m.Key)
+	}
+	if m.MessageID != "" {
+		msg.MessageId = []byte(m.MessageID)
+	}
+	for _, h := range m.Headers {
+		msg.Headers = append(msg.Headers, &orderlogpb.Header{Key: h.Key, Value: []byte(h.Value)})
+	}
+	return msg, nil
+}
+
+func (m *jsonMessage) value() ([]byte, error) {
+	hasJSON := len(m.Payload) > 0
+	switch {
+	case hasJSON && m.PayloadBase64 != nil:
+		return nil, apierr.New(apierr.InvalidArgument, "give payload or payload_base64, not both")
+	case m.PayloadBase64 != nil:
+		value, err := base64.StdEncoding.DecodeString(*m.PayloadBase64)
+		if err != nil {
+			return nil, apierr.New(apierr.InvalidArgument, "payload_base64 is not base64: %v", err)
+		}
+		return value, nil
+	case hasJSON:
+		return []byte(m.Payload), nil
+	}
+	return nil, apierr.New(apierr.InvalidArgument, "payload or payload_base64 is required")
+}
+
+func decodeProducerHeaders(header http.Header, call *ProduceCall) error {
+	idempotencyKey := header.Get("Idempotency-Key")
+	if idempotencyKey != "" && len(call.Request.Messages) != 1 {
+		return apierr.New(apierr.InvalidArgument, "Idempotency-Key names one message; send batches with Producer-* headers")
+	}
+	call.Request.IdempotencyKey = idempotencyKey
+	id, epoch, seq := header.Get("Producer-Id"), header.Get("Producer-Epoch"), header.Get("Producer-Seq")
+	if id == "" && epoch == "" && seq == "" {
+		return nil
+	}
+	if idempotencyKey != "" {
+		return apierr.New(apierr.InvalidArgument, "use Producer-* headers or Idempotency-Key, not both")
+	}
+	values := make([]uint64, 3)
+	for i, field := range []struct{ name, text string }{{"Producer-Id", id}, {"Producer-Epoch", epoch}, {"Producer-Seq", seq}} {
+		v, err := strconv.ParseUint(field.text, 10, 64)
+		if err != nil {
+			return apierr.New(apierr.InvalidArgument, "%s must be an unsigned integer, got %q", field.name, field.text)
+		}
+		values[i] = v
+	}
+	if values[0] == 0 {
+		return apierr.New(apierr.InvalidArgument, "Producer-Id must not be 0")
+	}
+	call.Request.ProducerId, call.Request.Epoch, call.Request.FirstSeq = values[0], values[1], values[2]
+	return nil
+}
+
+// strictUnmarshal decodes JSON, refusing unknown fields and trailing data.
+func strictUnmarshal(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return apierr.New(apierr.MalformedRequest, "body is not valid JSON for this endpoint: %v", err)
+	}
+	if dec.More() {
+		return apierr.New(apierr.MalformedRequest, "trailing data after the JSON body")
+	}
+	return nil
+}
+
+func withIndex(err error, index int, batch bool) error {
+	apiErr := apierr.As(err)
+	if !batch {
+		return apiErr
+	}
+	return apiErr.With("index", strconv.Itoa(index))
+}
+
+// ReadCall is a decoded GET /v1/messages.
+type ReadCall struct {
+	Request *orderlogpb.QueryRequest
+}
+
+// DecodeRead parses GET /v1/messages?offset=&limit=&topic=&key=.
+func DecodeRead(query map[string][]string, limits Limits) (*ReadCall, error) {
+	get := func(name string) string {
+		if values := query[name]; len(values) > 0 {
+			return values[0]
+		}
+		return ""
+	}
+	req := &orderlogpb.QueryRequest{Topic: get("topic"), Limit: 100}
+	if key := get("key"); key != "" {
+		req.Key = []byte(key)
+	}
+	if text := get("offset"); text != "" {
+		offset, err := strconv.ParseUint(text, 10, 64)
+		if err != nil {
+			return nil, apierr.New(apierr.InvalidArgument, "offset must be an unsigned integer, got %q", text)
+		}
+		req.FromOffset = offset
+	}
+	if text := get("limit"); text != "" {
+		limit, err := strconv.ParseUint(text, 10, 32)
+		if err != nil || limit == 0 {
+			return nil, apierr.New(apierr.InvalidArgument, "limit must be a positive integer, got %q", text)
+		}
+		if limit > uint64(limits.MaxReadLimit) {
+			return nil, apierr.New(apierr.LimitTooLarge, "limit %d exceeds the maximum %d", limit, limits.MaxReadLimit)
+		}
+		req.Limit = uint32(limit)
+	}
+	return &ReadCall{Request: req}, nil
+}

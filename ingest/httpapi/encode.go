@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+
+	"orderlog/proto/orderlogpb"
+)
+
+type jsonAck struct {
+	Offset    *uint64 `json:"offset"` // null for a duplicate older than the dedup window
+	Duplicate bool    `json:"duplicate"`
+}
+
+func encodeAcks(acks []*orderlogpb.Ack, batch bool) any {
+	out := make([]jsonAck, len(acks))
+	for i, ack := range acks {
+		out[i].Duplicate = ack.Duplicate
+		if !ack.DuplicateWithoutOffset {
+			offset := ack.Offset
+			out[i].Offset = &offset
+		}
+	}
+	if batch || len(out) != 1 {
+		return out
+	}
+	return out[0]
+}
+
+type jsonStoredMessage struct {
+	Offset        uint64          `json:"offset"`
+	Topic         string          `json:"topic"`
+	Key           string          `json:"key,omitempty"`
+	KeyBase64     string          `json:"key_base64,omitempty"`
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 *string         `json:"payload_base64,omitempty"`
+	Headers       []jsonHeader    `json:"headers,omitempty"`
+	ProducerID    uint64          `json:"producer_id,omitempty"`
+	ProducerSeq   uint64          `json:"producer_seq,omitempty"`
+	IngestTime    string          `json:"ingest_time"`
+	ClientTimeUS  int64           `json:"client_time_us,omitempty"`
+	MessageID     string          `json:"message_id,omitempty"`
+}
+
+type jsonSkipped struct {
+	First uint64 `json:"first"`
+	End   uint64 `json:"end"`
+}
+
+type jsonReadResponse struct {
+	Messages   []jsonStoredMessage `json:"messages"`
+	NextOffset uint64              `json:"next_offset"`
+	Committed  uint64              `json:"committed"`
+	Skipped    []jsonSkipped       `json:"skipped"`
+}
+
+func encodeRead(resp *orderlogpb.ReadResponse) jsonReadResponse {
+	out := jsonReadResponse{Messages: []jsonStoredMessage{}, Skipped: []jsonSkipped{},
+		NextOffset: resp.NextOffset, Committed: resp.Committed}
+	for _, stored := range resp.Messages {
+		out.Messages = append(out.Messages, encodeStored(stored))
+	}
+	for _, hole := range resp.Skipped {
+		out.Skipped = append(out.Skipped, jsonSkipped{First: hole.First, End: hole.End})
+	}
+	return out
+}
+
+// encodeStored renders a value that is valid JSON as `payload` (so JSON in
+// comes back as JSON out) and anything else as `payload_base64`.
+func encodeStored(stored *orderlogpb.StoredMessage) jsonStoredMessage {
+	msg := stored.GetMessage()
+	out := jsonStoredMessage{
+		Offset:       stored.Offset,
+		Topic:        msg.GetTopic(),
+		ProducerID:   stored.ProducerId,
+		ProducerSeq:  stored.ProducerSeq,
+		IngestTime:   time.UnixMicro(stored.IngestTimeUs).UTC().Format(time.RFC3339Nano),
+		ClientTimeUS: msg.GetClientTimeUs(),
+		MessageID:    string(msg.GetMessageId()),
+	}
+	if key := msg.GetKey(); utf8.Valid(key) {
+		out.Key = string(key)
+	} else {
+		out.KeyBase64 = base64.StdEncoding.EncodeToString(key)
+	}
+	if value := msg.GetValue(); len(value) > 0 && json.Valid(value) {
+		out.Payload = json.RawMessage(value)
+	} else {
+		encoded := base64.StdEncoding.EncodeToString(value)
+		out.PayloadBase64 = &encoded
+	}
+	for _, h := range msg.GetHeaders() {
+		out.Headers = append(out.Headers, jsonHeader{Key: h.Key, Value: string(h.Value)})
+	}
+	return out
+}
