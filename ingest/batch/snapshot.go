@@ -1,0 +1,97 @@
+package batch
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"orderlog/ingest/producer"
+)
+
+// KindProducerSnapshot is the producer table of a ledger's writer, the first
+// entry of every ingest ledger (DESIGN.md §6), so a producer's state can be
+// rebuilt from the ledgers after the one that holds its last snapshot.
+const KindProducerSnapshot Kind = 2
+
+// EncodeSnapshot appends a producer-table snapshot to dst. The fixed header
+// is that of a record batch with no offsets and no records.
+func EncodeSnapshot(dst []byte, ingestTimeMicros int64, states []producer.State) ([]byte, error) {
+	dst = append(dst, Version, byte(KindProducerSnapshot), 0, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, 0)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(ingestTimeMicros))
+	dst = binary.AppendUvarint(dst, uint64(len(states)))
+	for _, s := range states {
+		if uint64(len(s.Window)) > s.DurableNext {
+			return nil, fmt.Errorf("batch: producer %d window of %d seqs below durable next %d", s.ID, len(s.Window), s.DurableNext)
+		}
+		dst = binary.AppendUvarint(dst, s.ID)
+		dst = binary.AppendUvarint(dst, s.Epoch)
+		dst = binary.AppendUvarint(dst, s.DurableNext)
+		dst = binary.AppendUvarint(dst, uint64(len(s.Window)))
+		// A producer's offsets increase with its seqs (contract 2), so the
+		// window is stored as its first offset and positive deltas.
+		previous := uint64(0)
+		for i, offset := range s.Window {
+			if i > 0 && offset <= previous {
+				return nil, fmt.Errorf("batch: producer %d window offsets do not increase", s.ID)
+			}
+			dst = binary.AppendUvarint(dst, offset-previous)
+			previous = offset
+		}
+	}
+	return dst, nil
+}
+
+// PeekKind returns the kind of an entry payload without decoding it.
+func PeekKind(buf []byte) (Kind, error) {
+	if len(buf) < headerFixedSize {
+		return 0, fmt.Errorf("%w: %d bytes, header needs %d", ErrCorrupt, len(buf), headerFixedSize)
+	}
+	if buf[0] != Version {
+		return 0, fmt.Errorf("%w: %d", ErrVersion, buf[0])
+	}
+	return Kind(buf[1]), nil
+}
+
+// DecodeSnapshot decodes a producer-table snapshot.
+func DecodeSnapshot(buf []byte) (ingestTimeMicros int64, states []producer.State, err error) {
+	kind, err := PeekKind(buf)
+	if err != nil {
+		return 0, nil, err
+	}
+	if kind != KindProducerSnapshot || buf[2] != 0 || buf[3] != 0 ||
+		binary.LittleEndian.Uint64(buf[4:]) != 0 || binary.LittleEndian.Uint32(buf[12:]) != 0 {
+		return 0, nil, fmt.Errorf("%w: not a producer snapshot header", ErrCorrupt)
+	}
+	ingestTimeMicros = int64(binary.LittleEndian.Uint64(buf[16:]))
+	r := reader{buf: buf[headerFixedSize:]}
+	count := r.uvarint()
+	if count > uint64(len(r.buf))/4 { // each producer takes at least four bytes
+		return 0, nil, fmt.Errorf("%w: %d producers in %d bytes", ErrCorrupt, count, len(r.buf))
+	}
+	states = make([]producer.State, 0, count)
+	for i := uint64(0); i < count && r.err == nil; i++ {
+		s := producer.State{ID: r.uvarint(), Epoch: r.uvarint(), DurableNext: r.uvarint()}
+		windowLen := r.uvarint()
+		if windowLen > s.DurableNext || windowLen > uint64(len(r.buf)) {
+			return 0, nil, fmt.Errorf("%w: producer %d window of %d", ErrCorrupt, s.ID, windowLen)
+		}
+		offset := uint64(0)
+		for j := uint64(0); j < windowLen && r.err == nil; j++ {
+			delta := r.uvarint()
+			if j > 0 && delta == 0 {
+				return 0, nil, fmt.Errorf("%w: producer %d window offsets do not increase", ErrCorrupt, s.ID)
+			}
+			offset += delta
+			s.Window = append(s.Window, offset)
+		}
+		states = append(states, s)
+	}
+	if r.err == nil && len(r.buf) != 0 {
+		r.err = fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.buf))
+	}
+	if r.err != nil {
+		return 0, nil, r.err
+	}
+	return ingestTimeMicros, states, nil
+}
