@@ -16,7 +16,12 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"dev": {"run everything in one process (embedded etcd, data in ./data)", runDev},
+	"dev":     {"run everything in one process (embedded etcd, data in ./data)", runDev},
+	"produce": {"send lines from stdin or files as messages (idempotent session)", runProduce},
+	"read":    {"print a range of messages in global order", runRead},
+	"tail":    {"follow the log and print messages as they are committed", runTail},
+	"status":  {"print the sequencer epoch, the committed watermark and store sizes", runStatus},
+	"bench":   {"streaming load generator: msg/s, MB/s, ack latency percentiles", runBench},
 }
 
 func main() {

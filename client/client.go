@@ -1,0 +1,58 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"orderlog/internal/apierr"
+	"orderlog/proto/orderlogpb"
+)
+
+// Client is a connection to one orderlog node.
+type Client struct {
+	conn     *grpc.ClientConn
+	producer orderlogpb.ProducerClient
+	reader   orderlogpb.ReaderClient
+	admin    orderlogpb.AdminClient
+}
+
+// Dial connects to an orderlog gRPC address (host:port). The connection is
+// made lazily and re-made after failures.
+func Dial(addr string) (*Client, error) {
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return &Client{
+		conn:     conn,
+		producer: orderlogpb.NewProducerClient(conn),
+		reader:   orderlogpb.NewReaderClient(conn),
+		admin:    orderlogpb.NewAdminClient(conn),
+	}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Status returns the server's view of the log.
+func (c *Client) Status(ctx context.Context) (*orderlogpb.StatusResponse, error) {
+	resp, err := c.admin.Status(ctx, &orderlogpb.StatusRequest{})
+	if err != nil {
+		return nil, apierr.FromGRPC(err)
+	}
+	return resp, nil
+}
+
+// CreateTopic creates a topic.
+func (c *Client) CreateTopic(ctx context.Context, name string) error {
+	_, err := c.admin.CreateTopic(ctx, &orderlogpb.CreateTopicRequest{Name: name})
+	if err != nil {
+		return apierr.FromGRPC(err)
+	}
+	return nil
+}
