@@ -3,8 +3,8 @@ package wal
 import (
 	"bytes"
 	"errors"
-	"os"
 	"fmt"
+	"os"
 	"slices"
 )
 

@@ -65,6 +65,8 @@ func NewCrashFS(seed int64) *CrashFS {
 
 // SetInject installs fn, called before every write, sync, directory sync,
 // create and rename; a non-nil result fails the operation without effect.
+// fn runs with the filesystem's lock held (so blocking in it stalls every
+// file operation) and must not call back into the filesystem.
 func (c *CrashFS) SetInject(fn func(op Op, name string) error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

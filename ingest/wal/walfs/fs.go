@@ -73,7 +73,7 @@ func (o OS) Open(name string) (File, error) {
 	return osFile{f}, nil
 }
 
-func (o OS) Remove(name string) error              { return os.Remove(name) }
+func (o OS) Remove(name string) error             { return os.Remove(name) }
 func (o OS) Rename(oldName, newName string) error { return os.Rename(oldName, newName) }
 func (o OS) MkdirAll(dir string) error            { return os.MkdirAll(dir, 0o755) }
 
