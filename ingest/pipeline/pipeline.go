@@ -1,0 +1,168 @@
+package pipeline
+
+import "fmt"
+
+// Message is one accepted message waiting to be logged. Payload is opaque to
+// the pipeline; Size is what it counts against the batch byte limit.
+type Message struct {
+	ProducerID uint64 // 0: sent without a producer session
+	Epoch      uint64
+	Seq        uint64
+	Size       int
+	Payload    any
+}
+
+// Span is a global offset range [First, End).
+type Span struct{ First, End uint64 }
+
+// Batch is the unit of one grant and one ledger entry.
+type Batch struct {
+	ID       uint64
+	Ledger   uint64 // the ledger its grant was requested for
+	Messages []Message
+	bytes    int
+	granted  bool
+	First    uint64 // first offset, once granted
+	queued   bool // handed out in Ready.Appends
+	appended bool
+	Entry    int64 // ledger entry, once appended
+}
+
+// Span is the batch's offset range; valid once granted.
+func (b *Batch) Span() Span { return Span{b.First, b.First + uint64(len(b.Messages))} }
+
+// GrantRequest asks the sequencer for Count offsets bound to Ledger.
+type GrantRequest struct {
+	BatchID uint64
+	Ledger  uint64
+	Count   int
+}
+
+// WrittenReport tells the sequencer that Span lies in Entry of Ledger.
+type WrittenReport struct {
+	Ledger uint64
+	Entry  int64
+	Span   Span
+}
+
+// UnusedReport tells the sequencer that no AddEntry was ever sent for Span.
+type UnusedReport struct {
+	Ledger uint64
+	Span   Span
+}
+
+// Ready is what the owner must do next, in field order.
+type Ready struct {
+	NeedLedger    bool
+	GrantRequests []GrantRequest
+	Appends       []*Batch // granted, in entry order; report each with Appended
+	Written       []WrittenReport
+	Unused        []UnusedReport
+	Logged        []*Batch // durable: message i is at offset First+i
+}
+
+// Empty reports whether there is nothing to do.
+func (r Ready) Empty() bool {
+	return !r.NeedLedger && len(r.GrantRequests) == 0 && len(r.Appends) == 0 &&
+		len(r.Written) == 0 && len(r.Unused) == 0 && len(r.Logged) == 0
+}
+
+// Config bounds batches.
+type Config struct {
+	MaxBatchMessages int // messages in one batch
+	MaxBatchBytes    int // payload bytes in one batch (a larger message still goes alone)
+	MaxInFlight      int // sealed batches not yet logged
+}
+
+// Validate fills defaults.
+func (c *Config) Validate() error {
+	if c.MaxBatchMessages < 0 || c.MaxBatchBytes < 0 || c.MaxInFlight < 0 {
+		return fmt.Errorf("pipeline: limits must not be negative")
+	}
+	if c.MaxBatchMessages == 0 {
+		c.MaxBatchMessages = 8192
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = 4 << 20
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 8
+	}
+	return nil
+}
+
+type ledgerState int
+
+const (
+	noLedger ledgerState = iota // none open; one is needed when work waits
+	ledgerOpening
+	ledgerOpen
+	ledgerFailing // closing: seal nothing until LedgerClosed
+)
+
+// Pipeline is the state machine. Not safe for concurrent use.
+type Pipeline struct {
+	cfg         Config
+	waiting     []Message
+	inFlight    []*Batch // sealed, not logged, in seal order
+	orphans     map[uint64]*Batch
+	ledger      uint64
+	state       ledgerState
+	nextBatchID uint64
+	ready       Ready
+}
+
+// New returns an idle pipeline with no ledger.
+func New(cfg Config) (*Pipeline, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Pipeline{cfg: cfg, orphans: make(map[uint64]*Batch)}, nil
+}
+
+// Add queues accepted messages, in the order given.
+func (p *Pipeline) Add(messages ...Message) { p.waiting = append(p.waiting, messages...) }
+
+// Waiting is the number of messages not yet sealed.
+func (p *Pipeline) Waiting() int { return len(p.waiting) }
+
+// InFlight is the number of sealed batches not yet logged.
+func (p *Pipeline) InFlight() int { return len(p.inFlight) }
+
+// Ledger is the ledger new batches are granted into (0 if none is open).
+func (p *Pipeline) Ledger() uint64 {
+	if p.state != ledgerOpen {
+		return 0
+	}
+	return p.ledger
+}
+
+// Ready seals what it can and returns (and forgets) the pending outputs.
+func (p *Pipeline) Ready() Ready {
+	p.seal()
+	if p.state == noLedger && (len(p.waiting) > 0 || len(p.inFlight) > 0) {
+		p.state = ledgerOpening
+		p.ready.NeedLedger = true
+	}
+	out := p.ready
+	p.ready = Ready{}
+	return out
+}
+
+func (p *Pipeline) seal() {
+	for p.state == ledgerOpen && len(p.waiting) > 0 && len(p.inFlight) < p.cfg.MaxInFlight {
+		n, size := 0, 0
+		for n < len(p.waiting) && n < p.cfg.MaxBatchMessages {
+			if n > 0 && size+p.waiting[n].Size > p.cfg.MaxBatchBytes {
+				break
+			}
+			size += p.waiting[n].Size
+			n++
+		}
+		p.nextBatchID++
+		b := &Batch{ID: p.nextBatchID, Ledger: p.ledger, Messages: p.waiting[:n:n], bytes: size, Entry: -1}
+		p.waiting = p.waiting[n:]
+		p.inFlight = append(p.inFlight, b)
+		p.ready.GrantRequests = append(p.ready.GrantRequests, GrantRequest{BatchID: b.ID, Ledger: b.Ledger, Count: n})
+	}
+}
