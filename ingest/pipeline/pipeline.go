@@ -23,7 +23,7 @@ type Batch struct {
 	bytes    int
 	granted  bool
 	First    uint64 // first offset, once granted
-	queued   bool // handed out in Ready.Appends
+	queued   bool   // handed out in Ready.Appends
 	appended bool
 	Entry    int64 // ledger entry, once appended
 }
