@@ -31,7 +31,19 @@ const (
 	IngestPrefix = Prefix + "ingest/"
 	// ProducersPrefix is the prefix of producer records (ingest).
 	ProducersPrefix = Prefix + "producers/"
+	// ProducerNamesPrefix maps producer names to ids (ingest).
+	ProducerNamesPrefix = Prefix + "producer-names/"
+	// ProducerIDCounter is the last allocated producer id (ingest).
+	ProducerIDCounter = Prefix + "producers-next-id"
+	// TopicsPrefix is the prefix of topic records (ingest).
+	TopicsPrefix = Prefix + "topics/"
 )
+
+// ProducerName is the key mapping a producer name to its id.
+func ProducerName(name string) string { return ProducerNamesPrefix + name }
+
+// Topic is the record key of one topic.
+func Topic(name string) string { return TopicsPrefix + name }
 
 // Ledger is the metadata key of one ledger. Ids are zero-padded so that a
 // range read over LedgersPrefix returns ledgers in id order.

@@ -1,0 +1,142 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/internal/keys"
+)
+
+// producerRecord is the etcd record of one producer at keys.Producer(id).
+// Every change is a compare-and-swap on the record's mod revision.
+type producerRecord struct {
+	Version int    `json:"version"`
+	ID      uint64 `json:"id"`
+	Name    string `json:"name"`
+	// Epoch is bumped by every InitProducer; frames of older epochs are fenced.
+	Epoch uint64 `json:"epoch"`
+	// Owner is the ingest incarnation that appends for the producer.
+	Owner string `json:"owner"`
+	// Gen counts ownership changes.
+	Gen uint64 `json:"gen"`
+}
+
+const producerRecordVersion = 1
+
+// errConflict means a compare-and-swap lost a race; the caller retries.
+var errConflict = errors.New("ingest: concurrent change, retry")
+
+// registerProducer bumps the epoch of the producer called name (creating it
+// with epoch 1 if new) and makes owner its owner. It returns the new record
+// and the previous one (zero if new).
+func registerProducer(ctx context.Context, cli *clientv3.Client, name, owner string) (producerRecord, producerRecord, error) {
+	for attempt := 0; attempt < 100; attempt++ {
+		next, previous, err := tryRegisterProducer(ctx, cli, name, owner)
+		if !errors.Is(err, errConflict) {
+			return next, previous, err
+		}
+	}
+	return producerRecord{}, producerRecord{}, fmt.Errorf("register producer %q: %w", name, errConflict)
+}
+
+func tryRegisterProducer(ctx context.Context, cli *clientv3.Client, name, owner string) (producerRecord, producerRecord, error) {
+	resp, err := cli.Get(ctx, keys.ProducerName(name))
+	if err != nil {
+		return producerRecord{}, producerRecord{}, fmt.Errorf("read producer name: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		rec, err := createProducer(ctx, cli, name, owner)
+		return rec, producerRecord{}, err
+	}
+	id, err := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64)
+	if err != nil {
+		return producerRecord{}, producerRecord{}, fmt.Errorf("producer name %q maps to %q: %w", name, resp.Kvs[0].Value, err)
+	}
+	previous, modRevision, err := getProducer(ctx, cli, id)
+	if err != nil {
+		return producerRecord{}, producerRecord{}, err
+	}
+	next := previous
+	next.Epoch++
+	next.Gen++
+	next.Owner = owner
+	if err := casProducer(ctx, cli, next, modRevision); err != nil {
+		return producerRecord{}, producerRecord{}, err
+	}
+	return next, previous, nil
+}
+
+func createProducer(ctx context.Context, cli *clientv3.Client, name, owner string) (producerRecord, error) {
+	counter, err := cli.Get(ctx, keys.ProducerIDCounter)
+	if err != nil {
+		return producerRecord{}, fmt.Errorf("read producer id counter: %w", err)
+	}
+	var last uint64
+	var counterRevision int64
+	if len(counter.Kvs) > 0 {
+		if last, err = strconv.ParseUint(string(counter.Kvs[0].Value), 10, 64); err != nil {
+			return producerRecord{}, fmt.Errorf("producer id counter %q: %w", counter.Kvs[0].Value, err)
+		}
+		counterRevision = counter.Kvs[0].ModRevision
+	}
+	rec := producerRecord{Version: producerRecordVersion, ID: last + 1, Name: name, Epoch: 1, Owner: owner, Gen: 1}
+	value, err := json.Marshal(rec)
+	if err != nil {
+		return producerRecord{}, err
+	}
+	txn, err := cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(keys.ProducerIDCounter), "=", counterRevision),
+		clientv3.Compare(clientv3.CreateRevision(keys.ProducerName(name)), "=", 0),
+	).Then(
+		clientv3.OpPut(keys.ProducerIDCounter, strconv.FormatUint(rec.ID, 10)),
+		clientv3.OpPut(keys.ProducerName(name), strconv.FormatUint(rec.ID, 10)),
+		clientv3.OpPut(keys.Producer(rec.ID), string(value)),
+	).Commit()
+	if err != nil {
+		return producerRecord{}, fmt.Errorf("create producer: %w", err)
+	}
+	if !txn.Succeeded {
+		return producerRecord{}, errConflict
+	}
+	return rec, nil
+}
+
+func getProducer(ctx context.Context, cli *clientv3.Client, id uint64) (producerRecord, int64, error) {
+	resp, err := cli.Get(ctx, keys.Producer(id))
+	if err != nil {
+		return producerRecord{}, 0, fmt.Errorf("read producer %d: %w", id, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return producerRecord{}, 0, fmt.Errorf("producer %d: %w", id, errUnknownProducer)
+	}
+	var rec producerRecord
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+		return producerRecord{}, 0, fmt.Errorf("decode producer %d: %w", id, err)
+	}
+	return rec, resp.Kvs[0].ModRevision, nil
+}
+
+func casProducer(ctx context.Context, cli *clientv3.Client, rec producerRecord, modRevision int64) error {
+	value, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	txn, err := cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(keys.Producer(rec.ID)), "=", modRevision),
+	).Then(clientv3.OpPut(keys.Producer(rec.ID), string(value))).Commit()
+	if err != nil {
+		return fmt.Errorf("update producer %d: %w", rec.ID, err)
+	}
+	if !txn.Succeeded {
+		return errConflict
+	}
+	return nil
+}
+
+// errUnknownProducer: no record for a producer id.
+var errUnknownProducer = errors.New("ingest: unknown producer")

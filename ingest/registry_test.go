@@ -1,0 +1,84 @@
+package ingest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/internal/etcdserver"
+)
+
+func startEtcd(t *testing.T) *clientv3.Client {
+	t.Helper()
+	srv, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := srv.NewClient()
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close(); srv.Close() })
+	return cli
+}
+
+func TestRegisterProducerCreatesThenBumpsEpochAndOwner(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	first, previous, err := registerProducer(ctx, cli, "orders-app", "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ID != 1 || first.Epoch != 1 || first.Owner != "node-a" || previous.ID != 0 {
+		t.Fatalf("first %+v previous %+v", first, previous)
+	}
+	other, _, err := registerProducer(ctx, cli, "billing", "node-a")
+	if err != nil || other.ID != 2 {
+		t.Fatalf("second producer %+v %v", other, err)
+	}
+	again, previous, err := registerProducer(ctx, cli, "orders-app", "node-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID != 1 || again.Epoch != 2 || again.Owner != "node-b" || again.Gen != 2 || previous.Owner != "node-a" {
+		t.Fatalf("again %+v previous %+v", again, previous)
+	}
+}
+
+func TestConcurrentRegistrationsGiveDistinctEpochs(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 8
+	epochs := make(chan uint64, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec, _, err := registerProducer(ctx, cli, "shared", "node")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			epochs <- rec.Epoch
+		}()
+	}
+	wg.Wait()
+	close(epochs)
+	seen := map[uint64]bool{}
+	for e := range epochs {
+		if seen[e] {
+			t.Fatalf("epoch %d handed out twice", e)
+		}
+		seen[e] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d epochs for %d registrations", len(seen), n)
+	}
+}
