@@ -1,0 +1,182 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Segment is one resolved offset range [First, End): a hole, or the offsets
+// of one ledger entry.
+type Segment struct {
+	First, End uint64
+	Hole       bool
+	Ledger     uint64
+	Entry      int64
+}
+
+// ErrConflict is returned when a record contradicts a committed segment;
+// the reader then refuses to serve rather than serve either version.
+var ErrConflict = errors.New("reader: commit record contradicts the committed map")
+
+// CommitMap is the reader's copy of the commit map. Safe for concurrent use.
+//
+// Invariant: segments are sorted, do not overlap, and every offset below
+// committed is covered by exactly one of them.
+type CommitMap struct {
+	mu struct {
+		sync.Mutex
+		epoch     int64
+		committed uint64
+		segments  []Segment
+		changed   chan struct{} // closed and replaced whenever committed grows
+	}
+}
+
+// NewCommitMap returns an empty map at C = 0.
+func NewCommitMap() *CommitMap {
+	m := &CommitMap{}
+	m.mu.changed = make(chan struct{})
+	return m
+}
+
+// Committed returns the epoch and C of the map.
+func (m *CommitMap) Committed() (epoch int64, committed uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.epoch, m.mu.committed
+}
+
+// Resolve records a Written or Hole decision of the given epoch. Decisions
+// from an epoch older than the map's are ignored; a newer epoch first drops
+// every segment at or above C (decisions not yet committed, which the new
+// leader re-decides).
+func (m *CommitMap) Resolve(epoch int64, s Segment) error {
+	if s.End <= s.First {
+		return fmt.Errorf("reader: empty segment [%d, %d)", s.First, s.End)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.adoptEpochLocked(epoch) {
+		return nil
+	}
+	if s.First < m.mu.committed {
+		// Below C nothing changes: a replayed record must match exactly.
+		if existing, ok := m.lookupLocked(s.First); ok && existing == s {
+			return nil
+		}
+		return fmt.Errorf("%w: [%d, %d) below C=%d", ErrConflict, s.First, s.End, m.mu.committed)
+	}
+	i := sort.Search(len(m.mu.segments), func(i int) bool { return m.mu.segments[i].End > s.First })
+	if i < len(m.mu.segments) && m.mu.segments[i].First < s.End {
+		if m.mu.segments[i] == s {
+			return nil
+		}
+		return fmt.Errorf("%w: [%d, %d) overlaps [%d, %d)", ErrConflict, s.First, s.End, m.mu.segments[i].First, m.mu.segments[i].End)
+	}
+	m.mu.segments = append(m.mu.segments, Segment{})
+	copy(m.mu.segments[i+1:], m.mu.segments[i:])
+	m.mu.segments[i] = s
+	return nil
+}
+
+// Advance records Watermark(C) of the given epoch. C never decreases; every
+// offset below the new C must already be resolved.
+func (m *CommitMap) Advance(epoch int64, committed uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.adoptEpochLocked(epoch) || committed <= m.mu.committed {
+		return nil
+	}
+	if covered := m.coveredEndLocked(); covered < committed {
+		return fmt.Errorf("%w: C=%d but only [0, %d) is resolved", ErrConflict, committed, covered)
+	}
+	m.mu.committed = committed
+	close(m.mu.changed)
+	m.mu.changed = make(chan struct{})
+	return nil
+}
+
+func (m *CommitMap) adoptEpochLocked(epoch int64) bool {
+	if epoch < m.mu.epoch {
+		return false
+	}
+	if epoch > m.mu.epoch {
+		m.mu.epoch = epoch
+		i := sort.Search(len(m.mu.segments), func(i int) bool { return m.mu.segments[i].First >= m.mu.committed })
+		m.mu.segments = m.mu.segments[:i]
+	}
+	return true
+}
+
+// coveredEndLocked is the end of the contiguous resolved prefix.
+func (m *CommitMap) coveredEndLocked() uint64 {
+	var end uint64
+	for _, s := range m.mu.segments {
+		if s.First != end {
+			break
+		}
+		end = s.End
+	}
+	return end
+}
+
+// Lookup returns the committed segment holding offset, if offset < C.
+func (m *CommitMap) Lookup(offset uint64) (Segment, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if offset >= m.mu.committed {
+		return Segment{}, false
+	}
+	return m.lookupLocked(offset)
+}
+
+func (m *CommitMap) lookupLocked(offset uint64) (Segment, bool) {
+	i := sort.Search(len(m.mu.segments), func(i int) bool { return m.mu.segments[i].End > offset })
+	if i == len(m.mu.segments) || m.mu.segments[i].First > offset {
+		return Segment{}, false
+	}
+	return m.mu.segments[i], true
+}
+
+// Range returns the committed segments overlapping [from, to), in order,
+// and C at the time of the call.
+func (m *CommitMap) Range(from, to uint64) ([]Segment, uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	to = min(to, m.mu.committed)
+	i := sort.Search(len(m.mu.segments), func(i int) bool { return m.mu.segments[i].End > from })
+	var out []Segment
+	for ; i < len(m.mu.segments) && m.mu.segments[i].First < to; i++ {
+		out = append(out, m.mu.segments[i])
+	}
+	return out, m.mu.committed
+}
+
+// WaitAbove blocks until C > offset or ctx ends, and returns C.
+func (m *CommitMap) WaitAbove(ctx context.Context, offset uint64) (uint64, error) {
+	for {
+		m.mu.Lock()
+		committed, changed := m.mu.committed, m.mu.changed
+		m.mu.Unlock()
+		if committed > offset {
+			return committed, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return committed, ctx.Err()
+		}
+	}
+}
+
+// TrimBelow forgets segments that end at or below offset (tiered away).
+func (m *CommitMap) TrimBelow(offset uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	offset = min(offset, m.mu.committed)
+	i := sort.Search(len(m.mu.segments), func(i int) bool { return m.mu.segments[i].End > offset })
+	m.mu.segments = append([]Segment(nil), m.mu.segments[i:]...)
+}
