@@ -25,7 +25,7 @@ func TestCommitMapServesOnlyBelowCAndNeverChangesCommittedSegments(t *testing.T)
 		t.Fatalf("committed segment changed: %v", err)
 	}
 	must(t, m.Resolve(1, Segment{First: 0, End: 10, Ledger: 5, Entry: 1})) // exact replay is fine
-	must(t, m.Advance(1, 5))                                                // C never decreases
+	must(t, m.Advance(1, 5))                                               // C never decreases
 	if _, c := m.Committed(); c != 12 {
 		t.Fatalf("C went to %d", c)
 	}
