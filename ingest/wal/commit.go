@@ -189,15 +189,30 @@ func (s *Store) roll(seq uint32) error {
 // sealActive writes the index checkpoint of the active segment. The
 // segment's data must already be durable.
 func (s *Store) sealActive() error {
-	x := &segmentIndex{seq: s.activeSeq, incarnation: s.id.incarnation, metas: s.activeMetas, end: segmentHeaderSize}
+	x := &segmentIndex{seq: s.activeSeq, incarnation: s.id.incarnation, end: segmentHeaderSize}
 	if n := len(s.activeMetas); n > 0 {
 		last := s.activeMetas[n-1]
 		x.end = int64(last.Offset) + int64(last.Size)
 	}
+	s.mu.Lock()
+	x.metas = append(deletedMetasLocked(s.mu.idx), s.activeMetas...)
+	s.mu.Unlock()
 	if err := writeFileAtomic(s.fs, s.dir, indexName(s.activeSeq), encodeSegmentIndex(x)); err != nil {
 		return fmt.Errorf("checkpoint index of %s: %w", segmentName(s.activeSeq), err)
 	}
 	return nil
+}
+
+// deletedMetasLocked lists every deleted ledger as a delete meta. Each
+// checkpoint starts with them, so that removing the segment that held a
+// delete record never makes the store forget the deletion. Replaying them
+// early is harmless: records of a deleted ledger are ignored.
+func deletedMetasLocked(x *index) []recordMeta {
+	metas := make([]recordMeta, 0, len(x.deleted))
+	for ledger := range x.deleted {
+		metas = append(metas, recordMeta{Type: RecordDelete, Ledger: ledger, Entry: -1, LAC: -1})
+	}
+	return metas
 }
 
 // createSegment creates segment seq with its header, durably.

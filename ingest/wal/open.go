@@ -150,7 +150,8 @@ func (s *Store) scanAndSeal(seq uint32, tail bool) (kept bool, err error) {
 		s.fs.Remove(s.path(indexName(seq)))
 		return false, s.removeFile(name)
 	}
-	x := &segmentIndex{seq: seq, incarnation: res.header.incarnation, end: res.end, metas: res.metas}
+	x := &segmentIndex{seq: seq, incarnation: res.header.incarnation, end: res.end,
+		metas: append(deletedMetasLocked(s.mu.idx), res.metas...)}
 	if err := writeFileAtomic(s.fs, s.dir, indexName(seq), encodeSegmentIndex(x)); err != nil {
 		return false, fmt.Errorf("checkpoint index of %s: %w", name, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -250,4 +249,3 @@ func TestConcurrentAppendersGroupCommit(t *testing.T) {
 	}
 }
 
-var _ = filepath.Join
