@@ -1,0 +1,163 @@
+package reader
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"orderlog/ingest/batch"
+	"orderlog/internal/apierr"
+	"orderlog/proto/orderlogpb"
+)
+
+// Filter selects messages for Query; the zero Filter selects everything.
+type Filter struct {
+	Topic          string
+	Key            []byte
+	FromTimeMicros int64 // ingest time, inclusive; 0 = no bound
+	ToTimeMicros   int64 // ingest time, exclusive; 0 = no bound
+}
+
+func (f Filter) matches(topic string, key []byte, ingestTime int64) bool {
+	return (f.Topic == "" || f.Topic == topic) &&
+		(f.Key == nil || bytes.Equal(f.Key, key)) &&
+		(f.FromTimeMicros == 0 || ingestTime >= f.FromTimeMicros) &&
+		(f.ToTimeMicros == 0 || ingestTime < f.ToTimeMicros)
+}
+
+// Reader serves reads from a commit map and an entry source.
+type Reader struct {
+	commits *CommitMap
+	entries EntrySource
+	// PageMessages bounds the messages in one response frame.
+	PageMessages int
+}
+
+// New returns a Reader.
+func New(commits *CommitMap, entries EntrySource) *Reader {
+	return &Reader{commits: commits, entries: entries, PageMessages: 1000}
+}
+
+// Commits is the commit map the reader serves from.
+func (r *Reader) Commits() *CommitMap { return r.commits }
+
+// ReadPage returns up to limit matching messages at offsets ≥ from and below
+// C, in offset order, with every hole met on the way as a skipped range.
+// NextOffset is where the next page starts.
+func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Filter) (*orderlogpb.ReadResponse, error) {
+	_, committed := r.commits.Committed()
+	if from > committed {
+		return nil, apierr.New(apierr.OffsetOutOfRange, "offset %d is beyond the committed watermark %d", from, committed)
+	}
+	page := &orderlogpb.ReadResponse{NextOffset: from, Committed: committed}
+	segments, _ := r.commits.Range(from, committed)
+	for _, seg := range segments {
+		if len(page.Messages) >= limit {
+			break
+		}
+		if seg.Hole {
+			page.Skipped = append(page.Skipped, &orderlogpb.SkippedRange{First: max(seg.First, from), End: seg.End})
+			page.NextOffset = seg.End
+			continue
+		}
+		next, err := r.appendSegment(ctx, page, seg, from, limit, filter)
+		if err != nil {
+			return nil, err
+		}
+		page.NextOffset = next
+	}
+	return page, nil
+}
+
+// appendSegment adds the matching messages of one Written segment at
+// offsets ≥ from, up to the page limit, and returns the next offset.
+func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadResponse, seg Segment, from uint64, limit int, filter Filter) (uint64, error) {
+	payload, err := r.entries.ReadEntry(ctx, seg.Ledger, seg.Entry)
+	if err != nil {
+		return 0, apierr.New(apierr.Unavailable, "read ledger %d entry %d: %v", seg.Ledger, seg.Entry, err)
+	}
+	entry, err := decodeSegmentEntry(payload, seg)
+	if err != nil {
+		return 0, &apierr.Error{Code: apierr.Internal, Message: err.Error()}
+	}
+	ingestTime := entry.header.IngestTimeMicros
+	for i := range entry.records {
+		offset := seg.First + uint64(i)
+		if offset < from {
+			continue
+		}
+		if len(page.Messages) >= limit {
+			return offset, nil
+		}
+		rec := &entry.records[i]
+		if !filter.matches(rec.Topic, rec.Key, ingestTime) {
+			continue
+		}
+		producerID, seq := entry.producerOf(i)
+		page.Messages = append(page.Messages, &orderlogpb.StoredMessage{Offset: offset, Message: batch.ToProto(rec),
+			ProducerId: producerID, ProducerSeq: seq, IngestTimeUs: ingestTime})
+	}
+	return seg.End, nil
+}
+
+// Stream calls emit with pages from `from` on, up to limit messages in total
+// (0: until C when the call started, or forever when follow is set). With
+// follow it waits for C to advance instead of ending.
+func (r *Reader) Stream(ctx context.Context, from uint64, limit int, filter Filter, follow bool, emit func(*orderlogpb.ReadResponse) error) error {
+	_, end := r.commits.Committed()
+	sent := 0
+	for {
+		if !follow && from >= end {
+			return nil
+		}
+		if follow {
+			if _, err := r.commits.WaitAbove(ctx, from); err != nil {
+				return apierr.New(apierr.Timeout, "tail ended: %v", err)
+			}
+		}
+		want := r.PageMessages
+		if limit > 0 {
+			want = min(want, limit-sent)
+		}
+		page, err := r.ReadPage(ctx, from, want, filter)
+		if err != nil {
+			return err
+		}
+		if !follow && page.NextOffset > end { // a plain read stops at C as it was at the start
+			trimToEnd(page, end)
+		}
+		if len(page.Messages) > 0 || len(page.Skipped) > 0 {
+			if err := emit(page); err != nil {
+				return err
+			}
+		}
+		sent += len(page.Messages)
+		if page.NextOffset <= from && len(page.Messages) == 0 {
+			return fmt.Errorf("reader: no progress at offset %d", from)
+		}
+		from = page.NextOffset
+		if limit > 0 && sent >= limit {
+			return nil
+		}
+	}
+}
+
+// trimToEnd drops what lies at or beyond end from a page.
+func trimToEnd(page *orderlogpb.ReadResponse, end uint64) {
+	kept := page.Messages[:0]
+	for _, m := range page.Messages {
+		if m.Offset < end {
+			kept = append(kept, m)
+		}
+	}
+	page.Messages = kept
+	skipped := page.Skipped[:0]
+	for _, s := range page.Skipped {
+		if s.First < end {
+			s.End = min(s.End, end)
+			skipped = append(skipped, s)
+		}
+	}
+	page.Skipped = skipped
+	page.NextOffset = end
+}
