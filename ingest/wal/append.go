@@ -195,10 +195,16 @@ func (s *Store) writableLocked(ledger uint64) error {
 
 // removeDeadSegments removes the oldest segments while no live ledger has
 // a record in them. Only a prefix of the journal is removed, so a delete
-// record never disappears while older records of its ledger remain.
+// record never disappears while older records of its ledger remain; and
+// only segments older than the newest sealed one, whose checkpoint carries
+// every deletion made before it (deletedMetasLocked).
 func (s *Store) removeDeadSegments() error {
 	s.mu.Lock()
-	limit := s.mu.durable.seg
+	if len(s.mu.segments) < 2 {
+		s.mu.Unlock()
+		return nil
+	}
+	limit := s.mu.segments[len(s.mu.segments)-2]
 	if minLive, ok := s.mu.idx.minLiveSegment(); ok {
 		limit = min(limit, minLive)
 	}

@@ -51,11 +51,11 @@ func TestCorruptionTable(t *testing.T) {
 		newIncarnation bool
 	}{
 		"torn_last_record": {
-			damage: func(d []byte, pos map[[2]int64]position) []byte { return d[:at(pos, 2, 9)+30] },
+			damage:  func(d []byte, pos map[[2]int64]position) []byte { return d[:at(pos, 2, 9)+30] },
 			answers: []answer{{1, 9, Present}, {2, 8, Present}, {2, 9, Absent}, {2, 10, Absent}, {3, 0, Absent}},
 		},
 		"truncated_header": {
-			damage: func(d []byte, pos map[[2]int64]position) []byte { return d[:at(pos, 2, 9)+5] },
+			damage:  func(d []byte, pos map[[2]int64]position) []byte { return d[:at(pos, 2, 9)+5] },
 			answers: []answer{{1, 9, Present}, {2, 9, Absent}, {3, 0, Absent}},
 		},
 		"zeroed_tail": {
@@ -90,7 +90,7 @@ func TestCorruptionTable(t *testing.T) {
 				return d
 			},
 			wantCorrupt: 1,
-			answers: []answer{{1, 5, Present}, {1, 6, Unknown}, {1, 7, Present}, {2, 6, Present}, {3, 0, Unknown}},
+			answers:     []answer{{1, 5, Present}, {1, 6, Unknown}, {1, 7, Present}, {2, 6, Present}, {3, 0, Unknown}},
 		},
 		"missing_cookie": {
 			removeCookie:   true,
@@ -287,4 +287,3 @@ func TestIncarnations(t *testing.T) {
 		})
 	}
 }
-

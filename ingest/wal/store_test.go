@@ -248,4 +248,3 @@ func TestConcurrentAppendersGroupCommit(t *testing.T) {
 		}
 	}
 }
-
