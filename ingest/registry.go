@@ -24,6 +24,10 @@ type producerRecord struct {
 	Owner string `json:"owner"`
 	// Gen counts ownership changes.
 	Gen uint64 `json:"gen"`
+	// StateLedger is the ledger holding the producer's latest state
+	// snapshot; its state is rebuilt from there and the same writer's later
+	// ledgers. 0: the producer has no history yet.
+	StateLedger uint64 `json:"state_ledger,omitempty"`
 }
 
 const producerRecordVersion = 1
@@ -137,6 +141,51 @@ func casProducer(ctx context.Context, cli *clientv3.Client, rec producerRecord, 
 	}
 	return nil
 }
+
+// takeOwnership makes owner the owner of producer id (gen+1, same epoch) if
+// epoch is still the producer's epoch. It returns the record now stored.
+func takeOwnership(ctx context.Context, cli *clientv3.Client, id, epoch uint64, owner string) (producerRecord, error) {
+	for attempt := 0; attempt < 100; attempt++ {
+		rec, modRevision, err := getProducer(ctx, cli, id)
+		if err != nil {
+			return producerRecord{}, err
+		}
+		if rec.Epoch != epoch || rec.Owner == owner {
+			return rec, nil // the caller compares the epoch
+		}
+		rec.Owner = owner
+		rec.Gen++
+		if err := casProducer(ctx, cli, rec, modRevision); !errors.Is(err, errConflict) {
+			return rec, err
+		}
+	}
+	return producerRecord{}, fmt.Errorf("take producer %d: %w", id, errConflict)
+}
+
+// recordStateLedger notes that ledger holds a confirmed snapshot of the
+// producer's state, written by owner. It fails if owner no longer owns it.
+func recordStateLedger(ctx context.Context, cli *clientv3.Client, id uint64, owner string, ledgerID uint64) error {
+	for attempt := 0; attempt < 100; attempt++ {
+		rec, modRevision, err := getProducer(ctx, cli, id)
+		if err != nil {
+			return err
+		}
+		if rec.Owner != owner {
+			return fmt.Errorf("producer %d moved to %s: %w", id, rec.Owner, errNotOwner)
+		}
+		if rec.StateLedger >= ledgerID {
+			return nil
+		}
+		rec.StateLedger = ledgerID
+		if err := casProducer(ctx, cli, rec, modRevision); !errors.Is(err, errConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("producer %d state ledger: %w", id, errConflict)
+}
+
+// errNotOwner: this node no longer owns the producer.
+var errNotOwner = errors.New("ingest: producer owned elsewhere")
 
 // errUnknownProducer: no record for a producer id.
 var errUnknownProducer = errors.New("ingest: unknown producer")

@@ -109,8 +109,13 @@ type Pipeline struct {
 	ledger      uint64
 	state       ledgerState
 	nextBatchID uint64
+	wantLedger  bool // a ledger is needed even without messages
 	ready       Ready
 }
+
+// WantLedger asks for a ledger even if no message waits (the owner needs
+// one to write a producer-state snapshot).
+func (p *Pipeline) WantLedger() { p.wantLedger = true }
 
 // New returns an idle pipeline with no ledger.
 func New(cfg Config) (*Pipeline, error) {
@@ -140,8 +145,9 @@ func (p *Pipeline) Ledger() uint64 {
 // Ready seals what it can and returns (and forgets) the pending outputs.
 func (p *Pipeline) Ready() Ready {
 	p.seal()
-	if p.state == noLedger && (len(p.waiting) > 0 || len(p.inFlight) > 0) {
+	if p.state == noLedger && (len(p.waiting) > 0 || len(p.inFlight) > 0 || p.wantLedger) {
 		p.state = ledgerOpening
+		p.wantLedger = false
 		p.ready.NeedLedger = true
 	}
 	out := p.ready

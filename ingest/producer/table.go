@@ -192,3 +192,22 @@ func (t *Table) Get(id uint64) (State, bool) {
 	}
 	return State{ID: id, Epoch: p.epoch, DurableNext: p.durableNext, Window: p.window.offsets(p.durableNext)}, true
 }
+
+// Fence raises a producer's epoch: frames of older epochs are refused from
+// now on, while its in-flight messages still complete.
+func (t *Table) Fence(id, epoch uint64) {
+	if p, ok := t.producers[id]; ok && epoch > p.epoch {
+		p.epoch = epoch
+	}
+}
+
+// InFlight is the number of a producer's accepted, not yet durable seqs.
+func (t *Table) InFlight(id uint64) uint64 {
+	if p, ok := t.producers[id]; ok {
+		return p.acceptedNext - p.durableNext
+	}
+	return 0
+}
+
+// Len is the number of producers in the table.
+func (t *Table) Len() int { return len(t.producers) }

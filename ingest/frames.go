@@ -1,0 +1,69 @@
+package ingest
+
+import (
+	"errors"
+
+	"orderlog/ingest/batch"
+	"orderlog/ingest/producer"
+	"orderlog/internal/apierr"
+	"orderlog/proto/orderlogpb"
+)
+
+// frame is one produce request being answered. Owned by the node loop.
+// Invariant: remaining counts the messages of the frame without an ack yet;
+// the frame is answered exactly once, when remaining reaches 0 or on refusal.
+type frame struct {
+	request   *orderlogpb.ProduceRequest
+	acks      []*orderlogpb.Ack
+	remaining int
+	answer    func(*orderlogpb.ProduceResponse)
+}
+
+func newFrame(req *orderlogpb.ProduceRequest, answer func(*orderlogpb.ProduceResponse)) *frame {
+	return &frame{request: req, acks: make([]*orderlogpb.Ack, len(req.Messages)), remaining: len(req.Messages), answer: answer}
+}
+
+// ack records message i's outcome and answers the frame when it is complete.
+func (f *frame) ack(i int, ack *orderlogpb.Ack) {
+	if f.acks[i] != nil {
+		return
+	}
+	f.acks[i] = ack
+	f.remaining--
+	if f.remaining == 0 {
+		f.answer(&orderlogpb.ProduceResponse{RequestId: f.request.RequestId, Acks: f.acks})
+	}
+}
+
+// refuse answers the whole frame with an error; nothing of it was logged.
+func (f *frame) refuse(err error) {
+	apiErr := apierr.As(err)
+	resp := &orderlogpb.ProduceResponse{RequestId: f.request.RequestId, ErrorCode: string(apiErr.Code), ErrorMessage: apiErr.Message}
+	var refusal *producer.RefusalError
+	if errors.As(err, &refusal) && refusal.Reason == producer.OutOfOrderSequence {
+		resp.ExpectedSeq = refusal.ExpectedSeq
+	}
+	f.remaining = 0
+	f.answer(resp)
+}
+
+// messageRef is what the pipeline carries for one message: where its ack
+// goes and the record to encode.
+type messageRef struct {
+	frame  *frame
+	index  int
+	record batch.Record
+}
+
+// refusalError maps a producer-table refusal to the API error catalogue,
+// keeping the refusal in the chain for the expected seq.
+func refusalError(r *producer.RefusalError) error {
+	code := apierr.UnknownProducer
+	switch r.Reason {
+	case producer.OutOfOrderSequence:
+		code = apierr.OutOfOrderSequence
+	case producer.Fenced:
+		code = apierr.ProducerFenced
+	}
+	return errors.Join(apierr.New(code, "%s", r.Error()), r)
+}

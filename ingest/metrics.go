@@ -1,0 +1,51 @@
+package ingest
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"orderlog/proto/orderlogpb"
+)
+
+// nodeMetrics are the ingest node's Prometheus metrics.
+type nodeMetrics struct {
+	loggedMessages prometheus.Counter
+	appendedBytes  prometheus.Counter
+	batchMessages  prometheus.Histogram
+	ackLatency     prometheus.Histogram
+	refusedFrames  *prometheus.CounterVec
+	ledgersOpened  prometheus.Counter
+	ledgerErrors   prometheus.Counter
+	grantRefusals  prometheus.Counter
+}
+
+func newNodeMetrics() *nodeMetrics {
+	return &nodeMetrics{
+		loggedMessages: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_logged_messages_total", Help: "Messages logged (acknowledged durable)."}),
+		appendedBytes:  prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_appended_bytes_total", Help: "Entry payload bytes appended to ledgers."}),
+		batchMessages: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "orderlog_ingest_batch_messages", Help: "Messages per ledger entry.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
+		ackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "orderlog_ingest_ack_latency_seconds", Help: "Produce frame arrival to answer.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		refusedFrames: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "orderlog_ingest_refused_frames_total", Help: "Produce frames refused, by error code."}, []string{"code"}),
+		ledgersOpened: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_ledgers_opened_total", Help: "Ledgers this node opened."}),
+		ledgerErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_ledger_errors_total", Help: "Failed ledger creations."}),
+		grantRefusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_grant_refusals_total", Help: "Grants the sequencer refused."}),
+	}
+}
+
+func (m *nodeMetrics) observeFrame(resp *orderlogpb.ProduceResponse, arrived time.Time) {
+	if resp.ErrorCode != "" {
+		m.refusedFrames.WithLabelValues(resp.ErrorCode).Inc()
+		return
+	}
+	m.ackLatency.Observe(time.Since(arrived).Seconds())
+}
+
+// Collectors returns the metrics to register.
+func (n *Node) Collectors() []prometheus.Collector {
+	m := n.metrics
+	return []prometheus.Collector{m.loggedMessages, m.appendedBytes, m.batchMessages, m.ackLatency,
+		m.refusedFrames, m.ledgersOpened, m.ledgerErrors, m.grantRefusals}
+}

@@ -1,0 +1,192 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/ingest/ledger"
+	"orderlog/ingest/pipeline"
+	"orderlog/ingest/producer"
+	"orderlog/internal/keys"
+)
+
+// EnsembleChooser picks the W stores of a new ledger.
+type EnsembleChooser func(ctx context.Context, w int) ([]ledger.Member, error)
+
+// Node is one ingest node. All protocol state is owned by its loop
+// goroutine; other goroutines hand it work through do.
+type Node struct {
+	cfg         Config
+	etcd        *clientv3.Client
+	stores      ledger.Dialer
+	ensemble    EnsembleChooser
+	grants      GrantSession
+	incarnation string
+	lease       clientv3.LeaseID
+
+	events chan func()
+	stop   chan struct{}
+	done   chan struct{}
+	wg     sync.WaitGroup // async helpers (ledger opens, closes, takeovers)
+
+	// Owned by the loop goroutine.
+	table      *producer.Table
+	pipe       *pipeline.Pipeline
+	writer     *ledger.Writer // the open ledger, or nil
+	closing    map[uint64]bool
+	producers  map[uint64]*producerSession
+	dupWaiters map[seqKey][]ackTarget
+	metrics    *nodeMetrics
+}
+
+// seqKey names one message of one producer.
+type seqKey struct{ producer, seq uint64 }
+
+// ackTarget is a message of a frame waiting for an offset.
+type ackTarget struct {
+	frame *frame
+	index int
+}
+
+// NewNode registers the node's liveness key in etcd (bound to a new lease)
+// and starts its loop.
+func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledger.Dialer, ensemble EnsembleChooser, grants GrantSession) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pipe, err := pipeline.New(cfg.Pipeline)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg: cfg, etcd: etcd, stores: stores, ensemble: ensemble, grants: grants,
+		incarnation: fmt.Sprintf("%s-%d", cfg.NodeName, time.Now().UnixNano()),
+		events:      make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
+		table: producer.NewTable(cfg.DedupWindow), pipe: pipe, closing: make(map[uint64]bool),
+		producers: make(map[uint64]*producerSession), dupWaiters: make(map[seqKey][]ackTarget),
+		metrics: newNodeMetrics(),
+	}
+	if err := n.register(ctx); err != nil {
+		return nil, err
+	}
+	go n.loop()
+	return n, nil
+}
+
+// Incarnation names this run of the node.
+func (n *Node) Incarnation() string { return n.incarnation }
+
+// register creates the liveness key keys.Ingest(incarnation) bound to a
+// lease kept alive for as long as the node runs. Ledgers can be created only
+// while it exists.
+func (n *Node) register(ctx context.Context) error {
+	lease, err := n.etcd.Grant(ctx, int64(n.cfg.LeaseTTL/time.Second))
+	if err != nil {
+		return fmt.Errorf("ingest lease: %w", err)
+	}
+	if _, err := n.etcd.Put(ctx, keys.Ingest(n.incarnation), fmt.Sprintf("%d", lease.ID), clientv3.WithLease(lease.ID)); err != nil {
+		return fmt.Errorf("ingest liveness key: %w", err)
+	}
+	keepAlive, err := n.etcd.KeepAlive(context.Background(), lease.ID)
+	if err != nil {
+		return fmt.Errorf("ingest lease keepalive: %w", err)
+	}
+	go func() {
+		for range keepAlive {
+		}
+	}()
+	n.lease = lease.ID
+	return nil
+}
+
+// LeaseID is the etcd lease the node's liveness key is bound to.
+func (n *Node) LeaseID() int64 { return int64(n.lease) }
+
+// do runs fn on the loop goroutine; false if the node stopped.
+func (n *Node) do(fn func()) bool {
+	select {
+	case n.events <- fn:
+		return true
+	case <-n.stop:
+		return false
+	}
+}
+
+// async runs fn on its own goroutine, tracked so Close waits for it.
+func (n *Node) async(fn func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		fn()
+	}()
+}
+
+// Close stops the node: its loop, its open ledger (closed at its LAC) and
+// its lease (so the sequencer ends its session at once).
+func (n *Node) Close() {
+	select {
+	case <-n.stop:
+		return
+	default:
+	}
+	close(n.stop)
+	<-n.done
+	n.wg.Wait()
+	if n.writer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _ = n.writer.Close(ctx)
+		cancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, _ = n.etcd.Revoke(ctx, n.lease)
+	cancel()
+}
+
+func (n *Node) loop() {
+	defer close(n.done)
+	health := time.NewTicker(20 * time.Millisecond)
+	defer health.Stop()
+	for {
+		select {
+		case fn := <-n.events:
+			fn()
+		case reply := <-n.grants.Replies():
+			n.onGrantReply(reply)
+		case <-health.C:
+			n.checkWriter()
+		case <-n.stop:
+			return
+		}
+		n.drive()
+	}
+}
+
+// drive acts on the pipeline's outputs until it has nothing more to say.
+func (n *Node) drive() {
+	for {
+		ready := n.pipe.Ready()
+		if ready.Empty() {
+			return
+		}
+		if ready.NeedLedger {
+			n.openLedger()
+		}
+		for _, g := range ready.GrantRequests {
+			n.grants.Grant(g.BatchID, g.Ledger, g.Count)
+		}
+		n.appendBatches(ready.Appends)
+		for _, w := range ready.Written {
+			n.grants.Written(w.Ledger, w.Entry, w.Span)
+		}
+		for _, u := range ready.Unused {
+			n.grants.Unused(u.Ledger, u.Span)
+		}
+		for _, b := range ready.Logged {
+			n.logged(b)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"orderlog/ingest/pipeline"
+)
+
+// AckMode says when a producer is told its message is logged.
+type AckMode string
+
+const (
+	// AckQuorum (default): after the entry is fsynced on an ack quorum of
+	// the ledger's stores. The contract's durability guarantee.
+	AckQuorum AckMode = "quorum"
+	// AckLeader: after this node's own store fsynced it, before the quorum.
+	// Weaker: such a message can still become a hole if this node dies.
+	AckLeader AckMode = "leader"
+)
+
+// Config configures an ingest node.
+type Config struct {
+	// NodeName names the node; an incarnation is NodeName plus a start stamp.
+	NodeName string
+	// LeaseTTL is the TTL of the node's etcd lease (its liveness key). Default 5 s.
+	LeaseTTL time.Duration
+	// W, A and Tolerate are the replication of the node's ledgers.
+	W, A, Tolerate int
+	// AckMode, default AckQuorum.
+	AckMode AckMode
+	// MaxMessageBytes bounds one message's value. Default 1 MiB.
+	MaxMessageBytes int
+	// MaxFrameMessages bounds the messages in one produce frame. Default 10,000.
+	MaxFrameMessages int
+	// Pipeline bounds batches.
+	Pipeline pipeline.Config
+	// DedupWindow is how many (seq → offset) pairs each producer remembers.
+	DedupWindow int
+}
+
+// Validate fills defaults and rejects nonsense.
+func (c *Config) Validate() error {
+	if c.NodeName == "" {
+		return errors.New("ingest: NodeName is required")
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 5 * time.Second
+	}
+	if c.LeaseTTL < 2*time.Second {
+		return fmt.Errorf("ingest: LeaseTTL %s is below etcd's 2 s floor", c.LeaseTTL)
+	}
+	if c.W == 0 {
+		c.W, c.A = 1, 1
+	}
+	switch c.AckMode {
+	case "":
+		c.AckMode = AckQuorum
+	case AckQuorum, AckLeader:
+	default:
+		return fmt.Errorf("ingest: unknown ack mode %q (quorum or leader)", c.AckMode)
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 1 << 20
+	}
+	if c.MaxFrameMessages == 0 {
+		c.MaxFrameMessages = 10_000
+	}
+	if c.MaxMessageBytes < 0 || c.MaxFrameMessages < 0 {
+		return errors.New("ingest: limits must not be negative")
+	}
+	return c.Pipeline.Validate()
+}

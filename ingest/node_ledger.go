@@ -1,0 +1,205 @@
+package ingest
+
+import (
+	"context"
+	"time"
+
+	"orderlog/ingest/batch"
+	"orderlog/ingest/ledger"
+	"orderlog/ingest/pipeline"
+	"orderlog/ingest/producer"
+)
+
+// retryPause is the pause before retrying a failed etcd or ledger operation.
+const retryPause = 200 * time.Millisecond
+
+// openLedger creates a ledger of the sequencer's current epoch in the
+// background and writes the producer-table snapshot as its entry 0 before
+// any batch (DESIGN.md §6).
+func (n *Node) openLedger() {
+	snapshot := n.table.Snapshot()
+	epoch := n.grants.Epoch()
+	n.async(func() {
+		w, err := n.createLedger(epoch, snapshot)
+		if err != nil {
+			n.metrics.ledgerErrors.Inc()
+			select {
+			case <-time.After(retryPause):
+			case <-n.stop:
+				return
+			}
+			n.do(n.pipe.LedgerOpenFailed)
+			return
+		}
+		if !n.do(func() { n.ledgerOpened(w) }) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, _ = w.Close(ctx)
+			cancel()
+		}
+	})
+}
+
+func (n *Node) createLedger(epoch int64, snapshot []producer.State) (*ledger.Writer, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	members, err := n.ensemble(ctx, n.cfg.W)
+	if err != nil {
+		return nil, err
+	}
+	var ledgerID uint64 // set before the first entry can be confirmed
+	w, err := ledger.Create(ctx, n.etcd, ledger.CreateOptions{
+		Epoch: epoch, WriterIncarnation: n.incarnation, Ensemble: members,
+		AckQuorum: n.cfg.A, Tolerate: n.cfg.Tolerate, Stores: n.stores,
+		Writer: ledger.WriterOptions{OnConfirm: func(lac int64) {
+			id := ledgerID
+			n.do(func() { n.onConfirmed(id, lac) })
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	ledgerID = w.ID()
+	payload, err := batch.EncodeSnapshot(nil, time.Now().UnixMicro(), snapshot)
+	if err == nil {
+		_, err = w.Append(payload, ledger.Span{})
+	}
+	if err != nil {
+		_, _ = w.Close(ctx)
+		return nil, err
+	}
+	return w, nil
+}
+
+func (n *Node) ledgerOpened(w *ledger.Writer) {
+	n.writer = w
+	n.pipe.LedgerOpened(w.ID())
+	n.metrics.ledgersOpened.Inc()
+	for _, s := range n.producers {
+		if s.snapshotEntry == snapshotInNextLedger {
+			s.snapshotLedger, s.snapshotEntry = w.ID(), 0
+		}
+	}
+}
+
+// appendBatches writes granted batches as entries of the open ledger, in
+// order. A batch of another ledger (one being closed) is skipped: its grant
+// is reported Unused when that ledger has closed.
+func (n *Node) appendBatches(batches []*pipeline.Batch) {
+	for _, b := range batches {
+		if n.writer == nil || n.writer.ID() != b.Ledger {
+			continue
+		}
+		payload, err := encodeBatch(b)
+		if err != nil {
+			panic("ingest: batch does not encode: " + err.Error()) // the pipeline built it: a bug
+		}
+		entry, err := n.writer.Append(payload, ledger.Span{First: b.First, End: b.First + uint64(len(b.Messages))})
+		if err != nil {
+			n.failLedger()
+			return
+		}
+		if err := n.pipe.Appended(b.ID, entry); err != nil {
+			panic("ingest: " + err.Error())
+		}
+		n.metrics.batchMessages.Observe(float64(len(b.Messages)))
+		n.metrics.appendedBytes.Add(float64(len(payload)))
+	}
+}
+
+func (n *Node) onConfirmed(ledgerID uint64, lac int64) {
+	if n.writer == nil || n.writer.ID() != ledgerID {
+		return // a failing ledger: LedgerClosed decides its entries
+	}
+	n.pipe.Confirmed(ledgerID, lac)
+	n.snapshotsDurable(ledgerID, lac)
+}
+
+// checkWriter notices a writer that failed without an append to tell.
+func (n *Node) checkWriter() {
+	if n.writer != nil && n.writer.Err() != nil {
+		n.failLedger()
+	}
+}
+
+// failLedger closes the open ledger at its LAC (DESIGN.md §3 step 6): the
+// writer freezes its LAC before the close, and everything beyond the last
+// entry read back is granted again into a new ledger.
+func (n *Node) failLedger() {
+	w := n.writer
+	if w == nil {
+		return
+	}
+	n.writer = nil
+	id := w.ID()
+	n.pipe.LedgerFailing(id)
+	n.async(func() {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			meta, err := w.Close(ctx)
+			cancel()
+			if err == nil {
+				n.do(func() { n.ledgerClosed(id, meta.LastEntry) })
+				return
+			}
+			select {
+			case <-time.After(retryPause):
+			case <-n.stop:
+				return
+			}
+		}
+	})
+}
+
+func (n *Node) ledgerClosed(id uint64, last int64) {
+	n.pipe.LedgerClosed(id, last)
+	n.snapshotsDurable(id, last)
+	for _, s := range n.producers {
+		if s.snapshotLedger == id && s.snapshotEntry > last {
+			s.snapshotLedger, s.snapshotEntry = 0, snapshotInNextLedger
+			n.pipe.WantLedger()
+		}
+	}
+}
+
+// CloseLedgerRequested is called when the sequencer asks this node to close
+// a ledger (a grant lease expired, or a new leader took over).
+func (n *Node) CloseLedgerRequested(ledgerID uint64) {
+	n.do(func() {
+		if n.writer != nil && n.writer.ID() == ledgerID {
+			n.failLedger()
+		}
+	})
+}
+
+func (n *Node) onGrantReply(r GrantReply) {
+	if r.Err != nil {
+		n.pipe.GrantRefused(r.BatchID)
+		n.metrics.grantRefusals.Inc()
+		if n.writer != nil && n.writer.ID() == r.Ledger {
+			n.failLedger()
+		}
+		return
+	}
+	if err := n.pipe.Granted(r.BatchID, r.First); err != nil {
+		panic("ingest: " + err.Error())
+	}
+}
+
+// encodeBatch builds the entry payload of a granted batch.
+func encodeBatch(b *pipeline.Batch) ([]byte, error) {
+	records := make([]batch.Record, len(b.Messages))
+	var runs []batch.ProducerRun
+	for i, m := range b.Messages {
+		records[i] = m.Payload.(*messageRef).record
+		last := len(runs) - 1
+		if last >= 0 && runs[last].ProducerID == m.ProducerID && runs[last].Epoch == m.Epoch &&
+			(m.ProducerID == 0 || runs[last].FirstSeq+uint64(runs[last].Count) == m.Seq) {
+			runs[last].Count++
+			continue
+		}
+		runs = append(runs, batch.ProducerRun{ProducerID: m.ProducerID, Epoch: m.Epoch, FirstSeq: m.Seq, Count: 1})
+	}
+	header := batch.Header{Kind: batch.KindRecords, FirstOffset: b.First, Count: uint32(len(records)),
+		IngestTimeMicros: time.Now().UnixMicro(), Runs: runs}
+	return batch.Encode(nil, header, records)
+}
