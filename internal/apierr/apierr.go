@@ -110,8 +110,11 @@ func (e *Error) GRPCStatus() *status.Status {
 }
 
 // As returns the *Error in err's chain, or wraps an unknown error as INTERNAL
-// (the original text kept in the message).
+// (the original text kept in the message). As(nil) is nil.
 func As(err error) *Error {
+	if err == nil {
+		return nil
+	}
 	var apiErr *Error
 	if errors.As(err, &apiErr) {
 		return apiErr
