@@ -1,0 +1,674 @@
+package sequencer
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// The simulation runs leaders (Machines), ingest writers and ledgers in one
+// deterministic world driven by a seeded random schedule, and checks the §9
+// invariants after every step. Ledgers follow the §4 rules in miniature: a
+// writer confirms entries in order, closes at its LAC, recovery fences and
+// keeps the LAC plus a random prefix of the unconfirmed entries.
+
+type simLedgerState uint8
+
+const (
+	simOpen simLedgerState = iota
+	simRecovering
+	simClosed
+)
+
+type simEntry struct {
+	span    Range    // ingest ledgers
+	records []Record // commit ledgers
+	maxSeq  uint64
+}
+
+type simLedger struct {
+	id, epoch uint64
+	writer    string // ingest incarnation; "" for a commit ledger
+	state     simLedgerState
+	entries   []simEntry
+	lac       int64 // entries[0..lac] confirmed
+	last      int64 // when closed
+	keep      int64 // when recovering: the last entry recovery keeps
+	leader    *simLeader
+}
+
+func (l *simLedger) confirmedUpTo() int64 {
+	if l.state == simClosed {
+		return l.last
+	}
+	return l.lac
+}
+
+type simLeader struct {
+	epoch   uint64
+	m       *Machine
+	commit  *simLedger
+	granted bool // issued at least one grant
+	c0      uint64
+}
+
+type simGrant struct {
+	r      Range
+	ledger *simLedger
+	sent   bool
+}
+
+type simIngest struct {
+	name     string
+	alive    bool
+	goneSent bool
+	leader   *simLeader
+	session  SessionID
+	ledger   *simLedger
+	nextReq  uint64
+	grants   []*simGrant
+	reported map[*simLedger]int64 // highest entry reported Written
+}
+
+type offsetFacts struct {
+	grantedBy  uint64 // epoch, 0 = never granted
+	deposed    bool   // granted by a leader after a newer epoch granted
+	resolved   RecordKind
+	ledger     uint64
+	entry      int64
+	confirmed  bool // lies in a confirmed entry of an ingest ledger
+	confLedger uint64
+	confEntry  int64
+}
+
+type simWorld struct {
+	t        *testing.T
+	rng      *rand.Rand
+	now      time.Duration
+	epoch    uint64
+	reserved uint64
+	ledgers  []*simLedger
+	commits  []*simLedger // commit ledgers in epoch order
+	leaders  []*simLeader
+	ingests  []*simIngest
+	bySess   map[SessionID]*simIngest
+	nextSess SessionID
+	nextInc  int
+
+	closeQ   []uint64
+	recoverQ []uint64
+	reserveQ []simReserve
+
+	facts        []offsetFacts
+	confirmedC   map[uint64]uint64 // epoch → highest confirmed Watermark
+	maxPublished uint64
+	step         int
+}
+
+type simReserve struct {
+	leader *simLeader
+	req    Reservation
+}
+
+func (w *simWorld) fact(x uint64) *offsetFacts {
+	for uint64(len(w.facts)) <= x {
+		w.facts = append(w.facts, offsetFacts{})
+	}
+	return &w.facts[x]
+}
+
+func (w *simWorld) fatalf(format string, args ...any) {
+	w.t.Helper()
+	w.t.Fatalf("step %d t=%v: %s", w.step, w.now, fmt.Sprintf(format, args...))
+}
+
+func simConfig(epoch uint64) MachineConfig {
+	return MachineConfig{
+		Epoch: epoch, GrantLease: 400 * time.Millisecond, SessionTimeout: 300 * time.Millisecond,
+		CloseTimeout: 100 * time.Millisecond, MinReserveBlock: 32, ReserveAhead: 200 * time.Millisecond,
+		MaxGrant: 8,
+	}
+}
+
+func (w *simWorld) newLedger(epoch uint64, writer string) *simLedger {
+	l := &simLedger{id: uint64(len(w.ledgers) + 1), epoch: epoch, writer: writer, lac: -1, last: -1}
+	w.ledgers = append(w.ledgers, l)
+	return l
+}
+
+func (w *simWorld) current() *simLeader { return w.leaders[len(w.leaders)-1] }
+
+// elect runs steps 1–3 of §5 for a new leader and starts its Machine.
+func (w *simWorld) elect() {
+	w.epoch += 1 + uint64(w.rng.IntN(3))
+	// Step 2: fence and recover every commit ledger, replay → C₀.
+	var entries [][]byte
+	for _, cl := range w.commits {
+		w.fence(cl)
+		w.closeAt(cl, cl.keep)
+		for _, e := range cl.entries[:cl.last+1] {
+			entries = append(entries, EncodeCommitEntry(nil, cl.epoch, e.records))
+		}
+	}
+	cm, err := Replay(entries)
+	if err != nil {
+		w.fatalf("replay: %v", err)
+	}
+	// Step 3: R, unclosed older ledgers, closed ledgers reaching C₀.
+	t := Takeover{C0: cm.C, Reserved: w.reserved}
+	for _, l := range w.ledgers {
+		if l.writer == "" {
+			continue
+		}
+		switch l.state {
+		case simOpen, simRecovering:
+			t.Unclosed = append(t.Unclosed, UnclosedLedger{LedgerRef{l.id, l.writer, l.epoch}, l.state == simRecovering})
+		case simClosed:
+			if spans := w.spans(l); len(spans) > 0 && spans[len(spans)-1].Range.End > cm.C {
+				t.Closed = append(t.Closed, ClosedLedger{ID: l.id, Spans: spans})
+			}
+		}
+	}
+	m, err := NewMachine(simConfig(w.epoch), t, w.now)
+	if err != nil {
+		w.fatalf("new machine: %v", err)
+	}
+	ld := &simLeader{epoch: w.epoch, m: m, c0: cm.C}
+	w.confirmedC[w.epoch] = cm.C
+	ld.commit = w.newLedger(w.epoch, "")
+	ld.commit.leader = ld
+	w.commits = append(w.commits, ld.commit)
+	w.leaders = append(w.leaders, ld)
+	w.ready(ld)
+}
+
+func (w *simWorld) spans(l *simLedger) []EntrySpan {
+	var out []EntrySpan
+	for i, e := range l.entries[:l.confirmedUpTo()+1] {
+		out = append(out, EntrySpan{Entry: int64(i), Range: e.span})
+	}
+	return out
+}
+
+// fence starts a recovery: no more appends or confirmations; recovery will
+// keep the LAC plus a random prefix of the unconfirmed entries.
+func (w *simWorld) fence(l *simLedger) {
+	if l.state != simOpen {
+		return
+	}
+	l.state = simRecovering
+	l.keep = l.lac + int64(w.rng.IntN(len(l.entries)-int(l.lac)))
+}
+
+// closeAt closes l at last (the first close wins).
+func (w *simWorld) closeAt(l *simLedger, last int64) {
+	if l.state == simClosed {
+		return
+	}
+	l.state, l.last = simClosed, last
+	l.entries = l.entries[:last+1]
+	if l.writer == "" {
+		w.confirmCommit(l, last)
+	} else {
+		w.confirmIngest(l, last)
+	}
+}
+
+func (w *simWorld) confirmIngest(l *simLedger, upTo int64) {
+	for _, ld := range w.leaders {
+		if ld.epoch > l.epoch && ld.granted && upTo > l.lac {
+			// Real-time order: an older epoch's entry acknowledged after a
+			// newer leader granted could be acked after a higher offset.
+			w.fatalf("ledger %d of epoch %d confirms entries after epoch %d granted", l.id, l.epoch, ld.epoch)
+		}
+	}
+	for i := l.lac + 1; i <= upTo; i++ {
+		for x := l.entries[i].span.First; x < l.entries[i].span.End; x++ {
+			f := w.fact(x)
+			if f.resolved == KindHole {
+				w.fatalf("offset %d confirmed in %d/%d but is a hole", x, l.id, i)
+			}
+			if f.deposed {
+				w.fatalf("offset %d granted by a deposed leader was confirmed", x)
+			}
+			f.confirmed, f.confLedger, f.confEntry = true, l.id, i
+		}
+	}
+	l.lac = max(l.lac, upTo)
+}
+
+func (w *simWorld) confirmCommit(l *simLedger, upTo int64) {
+	for i := l.lac + 1; i <= upTo; i++ {
+		e := l.entries[i]
+		for _, r := range e.records {
+			w.applyTruth(l.epoch, r)
+		}
+		if l.leader != nil {
+			l.leader.m.Confirmed(e.maxSeq)
+		}
+	}
+	l.lac = max(l.lac, upTo)
+}
+
+// applyTruth records a confirmed commit record; it must agree with every
+// earlier confirmed decision and with the ledgers.
+func (w *simWorld) applyTruth(epoch uint64, r Record) {
+	if r.Kind == KindWatermark {
+		w.confirmedC[epoch] = max(w.confirmedC[epoch], r.Watermark)
+		return
+	}
+	for x := r.Range.First; x < r.Range.End; x++ {
+		f := w.fact(x)
+		if f.resolved != 0 && (f.resolved != r.Kind || f.ledger != r.Ledger || f.entry != r.Entry) {
+			w.fatalf("offset %d decided %v %d/%d, now %v (epoch %d)", x, f.resolved, f.ledger, f.entry, r, epoch)
+		}
+		switch r.Kind {
+		case KindHole:
+			if f.confirmed {
+				w.fatalf("hole %v covers confirmed offset %d of %d/%d", r, x, f.confLedger, f.confEntry)
+			}
+		case KindWritten:
+			if f.deposed {
+				w.fatalf("written %v covers offset %d granted by a deposed leader", r, x)
+			}
+			if !f.confirmed || f.confLedger != r.Ledger || f.confEntry != r.Entry {
+				w.fatalf("written %v but offset %d confirmed=%v in %d/%d", r, x, f.confirmed, f.confLedger, f.confEntry)
+			}
+		}
+		f.resolved, f.ledger, f.entry = r.Kind, r.Ledger, r.Entry
+	}
+}
+
+// ready routes one leader's outputs and checks the grant invariants.
+func (w *simWorld) ready(ld *simLeader) {
+	rd := ld.m.Ready()
+	for _, v := range rd.Violations {
+		w.fatalf("epoch %d violation: %v", ld.epoch, v)
+	}
+	for _, g := range rd.Grants {
+		w.onGrant(ld, g)
+	}
+	if len(rd.Records) > 0 && ld.commit.state == simOpen {
+		ld.commit.entries = append(ld.commit.entries, simEntry{records: rd.Records, maxSeq: rd.Records[len(rd.Records)-1].Seq})
+	}
+	for _, c := range rd.Closes {
+		w.closeQ = append(w.closeQ, c.Ledger)
+	}
+	w.recoverQ = append(w.recoverQ, rd.Recovers...)
+	if rd.Reserve != nil {
+		w.reserveQ = append(w.reserveQ, simReserve{ld, *rd.Reserve})
+	}
+	if rd.HasPublished {
+		w.onPublish(ld, rd.Published)
+	}
+	for _, id := range rd.EndSessions {
+		if in := w.bySess[id]; in != nil && in.session == id {
+			in.session, in.leader = 0, nil
+		}
+	}
+}
+
+func (w *simWorld) onGrant(ld *simLeader, g GrantReply) {
+	in := w.bySess[g.Session]
+	if g.Status != StatusGranted {
+		return
+	}
+	if g.Range.End > w.reserved && ld.epoch == w.epoch {
+		w.fatalf("grant %v beyond reservation %d", g.Range, w.reserved)
+	}
+	deposed := false
+	for _, o := range w.leaders {
+		if o.epoch > ld.epoch && o.granted {
+			deposed = true
+		}
+	}
+	for x := g.Range.First; x < g.Range.End; x++ {
+		f := w.fact(x)
+		if f.grantedBy != 0 {
+			w.fatalf("offset %d granted by epoch %d and again by %d", x, f.grantedBy, ld.epoch)
+		}
+		f.grantedBy, f.deposed = ld.epoch, deposed
+	}
+	ld.granted = true
+	var l *simLedger
+	for _, c := range w.ledgers {
+		if c.id == g.Ledger {
+			l = c
+		}
+	}
+	if in != nil && in.alive {
+		in.grants = append(in.grants, &simGrant{r: g.Range, ledger: l})
+	}
+}
+
+func (w *simWorld) onPublish(ld *simLeader, c uint64) {
+	if c > w.confirmedC[ld.epoch] {
+		w.fatalf("epoch %d published C=%d before Watermark(%d) was confirmed (confirmed %d)", ld.epoch, c, c, w.confirmedC[ld.epoch])
+	}
+	if ld.epoch == w.current().epoch {
+		if c < w.maxPublished {
+			w.fatalf("epoch %d published C=%d below %d", ld.epoch, c, w.maxPublished)
+		}
+	} else if c > w.current().c0 {
+		w.fatalf("deposed epoch %d published C=%d above successor's C0=%d", ld.epoch, c, w.current().c0)
+	}
+	for x := uint64(0); x < c; x++ {
+		if w.fact(x).resolved == 0 {
+			w.fatalf("C=%d published by epoch %d but offset %d unresolved", c, ld.epoch, x)
+		}
+	}
+	w.maxPublished = max(w.maxPublished, c)
+}
+
+// --- actions ---
+
+func (w *simWorld) tick() {
+	w.now += time.Duration(w.rng.IntN(120)) * time.Millisecond
+	for _, ld := range w.leaders {
+		ld.m.Tick(w.now)
+	}
+}
+
+func (w *simWorld) ingestAction(in *simIngest) {
+	ld := in.leader
+	switch k := w.rng.IntN(10); {
+	case in.session == 0 || ld == nil:
+		// Connect, usually to the current leader; sometimes a deposed one.
+		ld = w.current()
+		if w.rng.IntN(4) == 0 {
+			ld = w.leaders[w.rng.IntN(len(w.leaders))]
+		}
+		w.nextSess++
+		in.session, in.leader = w.nextSess, ld
+		w.bySess[in.session] = in
+		ld.m.SessionOpened(w.now, in.session, in.name, 1)
+	case ld != w.current() && w.rng.IntN(8) == 0:
+		// Move to the newest leader: the old stream ends.
+		ld.m.SessionClosed(w.now, in.session)
+		in.session, in.leader = 0, nil
+	case in.ledger == nil || in.ledger.state != simOpen || in.ledger.epoch != ld.epoch:
+		// Creating a ledger compares seq/epoch with the ledger's epoch.
+		if w.epoch != ld.epoch || in.goneSent {
+			ld.m.Heard(w.now, in.session)
+			return
+		}
+		in.ledger = w.newLedger(ld.epoch, in.name)
+		ld.m.LedgerOpened(LedgerRef{in.ledger.id, in.name, in.ledger.epoch})
+	case k < 4:
+		in.nextReq++
+		ld.m.RequestGrant(w.now, in.session, in.nextReq, in.ledger.id, 1+uint64(w.rng.IntN(8)))
+	case k < 7:
+		w.appendGrants(in)
+	case k < 8:
+		w.unused(in)
+	case k < 9:
+		w.reportWritten(in)
+	default:
+		ld.m.Heard(w.now, in.session)
+	}
+}
+
+// appendGrants sends AddEntry for granted grants, in grant order, into the
+// ledger they were granted to while it is open.
+func (w *simWorld) appendGrants(in *simIngest) {
+	for _, g := range in.grants {
+		if g.sent || g.ledger == nil || g.ledger.state != simOpen {
+			continue
+		}
+		g.sent = true
+		g.ledger.entries = append(g.ledger.entries, simEntry{span: g.r})
+		if w.rng.IntN(2) == 0 {
+			return
+		}
+	}
+}
+
+// unused reports one grant for which no AddEntry was sent.
+func (w *simWorld) unused(in *simIngest) {
+	for i, g := range in.grants {
+		if !g.sent && g.ledger != nil {
+			in.leader.m.Unused(w.now, in.session, g.ledger.id, g.r)
+			in.grants = append(in.grants[:i], in.grants[i+1:]...)
+			return
+		}
+	}
+}
+
+// reportWritten reports the confirmed entries of the ingest's ledgers.
+func (w *simWorld) reportWritten(in *simIngest) {
+	for _, l := range w.ledgers {
+		if l.writer != in.name {
+			continue
+		}
+		from := in.reported[l] + 1
+		for i := from; i <= l.lac && i < int64(len(l.entries)); i++ {
+			in.leader.m.Written(w.now, in.session, l.id, i, l.entries[i].span)
+			in.reported[l] = i
+		}
+	}
+}
+
+func (w *simWorld) confirmSome() {
+	l := w.ledgers[w.rng.IntN(len(w.ledgers))]
+	if l.state != simOpen || l.lac+1 >= int64(len(l.entries)) {
+		return
+	}
+	upTo := l.lac + 1 + int64(w.rng.IntN(int(int64(len(l.entries))-l.lac-1)))
+	if l.writer == "" {
+		w.confirmCommit(l, upTo)
+	} else {
+		w.confirmIngest(l, upTo)
+	}
+}
+
+// closeByWriter handles a close request: a live writer closes at its LAC.
+func (w *simWorld) closeByWriter() {
+	if len(w.closeQ) == 0 {
+		return
+	}
+	id := w.closeQ[0]
+	w.closeQ = w.closeQ[1:]
+	l := w.ledgers[id-1]
+	for _, in := range w.ingests {
+		if in.name == l.writer && in.alive && l.state == simOpen && w.rng.IntN(3) > 0 {
+			w.closeAt(l, l.lac)
+			w.tellClosed(l)
+		}
+	}
+}
+
+// recoverOne progresses one recovery; a recovery can stop half-way
+// (fenced, not closed), as if its leader died.
+func (w *simWorld) recoverOne() {
+	if len(w.recoverQ) == 0 {
+		return
+	}
+	id := w.recoverQ[0]
+	w.recoverQ = w.recoverQ[1:]
+	l := w.ledgers[id-1]
+	w.fence(l)
+	if w.rng.IntN(5) == 0 {
+		// Half-way: fenced, not closed. A new leader may find it so; the
+		// requester's I/O loop retries later.
+		w.recoverQ = append(w.recoverQ, id)
+		return
+	}
+	w.closeAt(l, l.keep)
+	w.tellClosed(l)
+}
+
+// tellClosed feeds LedgerClosed to every leader that knows the ledger (the
+// I/O loop reads the spans from the stores).
+func (w *simWorld) tellClosed(l *simLedger) {
+	for _, ld := range w.leaders {
+		if ld.m.KnowsLedger(l.id) {
+			ld.m.LedgerClosed(w.now, l.id, w.spans(l))
+		}
+	}
+}
+
+func (w *simWorld) reserveOne() {
+	if len(w.reserveQ) == 0 {
+		return
+	}
+	r := w.reserveQ[0]
+	w.reserveQ = w.reserveQ[1:]
+	switch {
+	case r.leader.epoch == w.epoch && w.reserved == r.req.Expect:
+		w.reserved = r.req.New
+		r.leader.m.ReservationExtended(r.req.New)
+	case r.leader.epoch != w.epoch && w.rng.IntN(2) == 0:
+		r.leader.m.Deposed()
+	default:
+		r.leader.m.ReservationFailed()
+	}
+}
+
+func (w *simWorld) killIngest() {
+	in := w.ingests[w.rng.IntN(len(w.ingests))]
+	if !in.alive {
+		if !in.goneSent {
+			// The dead node's etcd lease expires: ingest/<incarnation> is deleted.
+			in.goneSent = true
+			for _, ld := range w.leaders {
+				ld.m.IncarnationGone(w.now, in.name)
+			}
+		}
+		return
+	}
+	in.alive = false
+	w.nextInc++
+	w.ingests = append(w.ingests, &simIngest{name: "ingest-" + strconv.Itoa(w.nextInc), alive: true, reported: map[*simLedger]int64{}})
+}
+
+func (w *simWorld) step1() {
+	w.step++
+	switch k := w.rng.IntN(100); {
+	case k < 15:
+		w.tick()
+	case k < 55:
+		in := w.ingests[w.rng.IntN(len(w.ingests))]
+		if in.alive {
+			w.ingestAction(in)
+		}
+	case k < 70:
+		w.confirmSome()
+	case k < 76:
+		w.closeByWriter()
+	case k < 84:
+		w.recoverOne()
+	case k < 92:
+		w.reserveOne()
+	case k < 95:
+		w.killIngest()
+	case k < 96:
+		if w.rng.IntN(4) == 0 {
+			w.elect()
+		}
+	default:
+		// A grant session dies without the stream closing: no heartbeats.
+		w.now += 400 * time.Millisecond
+		for _, ld := range w.leaders {
+			ld.m.Tick(w.now)
+		}
+	}
+	for _, ld := range w.leaders {
+		w.ready(ld)
+	}
+}
+
+// settle stops the ingest nodes and runs the world until everything the
+// current leader granted is resolved and published.
+func (w *simWorld) settle() {
+	for _, in := range w.ingests {
+		in.alive = false
+	}
+	cur := w.current()
+	for i := 0; i < 2000; i++ {
+		w.step++
+		w.now += 50 * time.Millisecond
+		for _, ld := range w.leaders {
+			ld.m.Tick(w.now)
+			w.ready(ld)
+		}
+		for j := 0; j < 100 && (len(w.recoverQ) > 0 || len(w.reserveQ) > 0 || len(w.closeQ) > 0); j++ {
+			w.closeQ = nil
+			if len(w.recoverQ) > 0 {
+				id := w.recoverQ[0]
+				w.recoverQ = w.recoverQ[1:]
+				l := w.ledgers[id-1]
+				w.fence(l)
+				w.closeAt(l, l.keep)
+				w.tellClosed(l)
+			}
+			w.reserveOne()
+			for _, ld := range w.leaders {
+				w.ready(ld)
+			}
+		}
+		if cur.commit.state == simOpen {
+			w.confirmCommit(cur.commit, int64(len(cur.commit.entries))-1)
+		}
+		for _, ld := range w.leaders {
+			w.ready(ld)
+		}
+		if cur.m.Serving() && cur.m.PublishedC() == cur.m.nextOffset {
+			break
+		}
+	}
+	if !cur.m.Serving() || cur.m.PublishedC() != cur.m.nextOffset {
+		w.fatalf("did not settle: phase %v C=%d next=%d", cur.m.phase, cur.m.PublishedC(), cur.m.nextOffset)
+	}
+	// Every confirmed ingest entry below C is Written (acked ⇒ committed).
+	for x := uint64(0); x < cur.m.PublishedC(); x++ {
+		if f := w.fact(x); f.confirmed && f.resolved != KindWritten {
+			w.fatalf("offset %d confirmed in %d/%d but resolved %v", x, f.confLedger, f.confEntry, f.resolved)
+		}
+	}
+}
+
+func runSim(t *testing.T, seed uint64, steps int) (leaders, published uint64) {
+	w := &simWorld{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bySess: map[SessionID]*simIngest{}, confirmedC: map[uint64]uint64{}}
+	for i := 0; i < 3; i++ {
+		w.nextInc++
+		w.ingests = append(w.ingests, &simIngest{name: "ingest-" + strconv.Itoa(w.nextInc), alive: true, reported: map[*simLedger]int64{}})
+	}
+	w.elect()
+	for i := 0; i < steps; i++ {
+		w.step1()
+	}
+	w.settle()
+	return uint64(len(w.leaders)), w.maxPublished
+}
+
+func soakFactor() int {
+	if n, err := strconv.Atoi(os.Getenv("ORDERLOG_SOAK")); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+func TestMachineRandomSchedules(t *testing.T) {
+	seeds, steps := 60, 4000
+	if testing.Short() {
+		seeds = 20
+	}
+	seeds *= soakFactor()
+	var elections, committed uint64
+	for seed := 1; seed <= seeds; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			l, c := runSim(t, uint64(seed), steps)
+			elections += l
+			committed += c
+		})
+	}
+	// The schedules must exercise failover and commit real work, or the
+	// checks above prove nothing.
+	if elections < uint64(seeds)*2 || committed < uint64(seeds)*100 {
+		t.Fatalf("weak schedules: %d leaders, %d offsets committed over %d seeds", elections, committed, seeds)
+	}
+	t.Logf("%d seeds: %d leaders, %d offsets committed", seeds, elections, committed)
+}
