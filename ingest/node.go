@@ -40,6 +40,7 @@ type Node struct {
 	closing    map[uint64]bool
 	producers  map[uint64]*producerSession
 	dupWaiters map[seqKey][]ackTarget
+	topicsSeen map[string]bool
 	metrics    *nodeMetrics
 }
 
@@ -68,7 +69,8 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 		events:      make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
 		table: producer.NewTable(cfg.DedupWindow), pipe: pipe, closing: make(map[uint64]bool),
 		producers: make(map[uint64]*producerSession), dupWaiters: make(map[seqKey][]ackTarget),
-		metrics: newNodeMetrics(),
+		topicsSeen: make(map[string]bool),
+		metrics:    newNodeMetrics(),
 	}
 	if err := n.register(ctx); err != nil {
 		return nil, err

@@ -75,6 +75,7 @@ func (n *Node) validate(req *orderlogpb.ProduceRequest) error {
 
 func (n *Node) produce(f *frame) {
 	req := f.request
+	n.noteTopics(req.Messages)
 	if req.ProducerId == 0 { // at-least-once: no sequence check, no dedup
 		for i, m := range req.Messages {
 			n.pipe.Add(pipeline.Message{Size: len(m.Value), Payload: &messageRef{frame: f, index: i, record: batch.FromProto(m)}})

@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"orderlog/internal/apierr"
 	"orderlog/internal/etcdserver"
 )
 
@@ -80,5 +81,30 @@ func TestConcurrentRegistrationsGiveDistinctEpochs(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Fatalf("%d epochs for %d registrations", len(seen), n)
+	}
+}
+
+func TestTopicsCreateListAndEnsure(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := CreateTopic(ctx, cli, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if err := CreateTopic(ctx, cli, "orders"); apierr.As(err).Code != apierr.TopicExists {
+		t.Fatalf("second create: %v", err)
+	}
+	if err := CreateTopic(ctx, cli, "no/slashes"); apierr.As(err).Code != apierr.InvalidArgument {
+		t.Fatalf("bad name: %v", err)
+	}
+	if err := ensureTopic(ctx, cli, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureTopic(ctx, cli, "audit"); err != nil {
+		t.Fatal(err)
+	}
+	names, err := ListTopics(ctx, cli)
+	if err != nil || len(names) != 2 || names[0] != "audit" || names[1] != "orders" {
+		t.Fatalf("topics %v %v", names, err)
 	}
 }

@@ -1,0 +1,76 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc"
+
+	"orderlog/internal/apierr"
+	"orderlog/proto/orderlogpb"
+)
+
+// ProducerService is the Producer gRPC service over a Node.
+type ProducerService struct {
+	orderlogpb.UnimplementedProducerServer
+	node *Node
+}
+
+// NewProducerService returns the service.
+func NewProducerService(n *Node) *ProducerService { return &ProducerService{node: n} }
+
+// Register adds the service to a gRPC server.
+func (s *ProducerService) Register(srv *grpc.Server) { orderlogpb.RegisterProducerServer(srv, s) }
+
+// InitProducer registers a producer name and returns its session.
+func (s *ProducerService) InitProducer(ctx context.Context, req *orderlogpb.InitProducerRequest) (*orderlogpb.InitProducerResponse, error) {
+	return s.node.InitProducer(ctx, req.Name)
+}
+
+// maxQueuedAnswers bounds the answers waiting to be sent on one stream; a
+// client that stops reading stops being served.
+const maxQueuedAnswers = 4096
+
+// Produce serves one bidirectional stream: every request frame gets exactly
+// one response frame, when all its messages are logged or it is refused.
+func (s *ProducerService) Produce(stream grpc.BidiStreamingServer[orderlogpb.ProduceRequest, orderlogpb.ProduceResponse]) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	answers := make(chan *orderlogpb.ProduceResponse, maxQueuedAnswers)
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- sendAnswers(ctx, stream, answers) }()
+	answer := func(resp *orderlogpb.ProduceResponse) {
+		select {
+		case answers <- resp:
+		default: // the client is not reading: end the stream, it resends
+			cancel()
+		}
+	}
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return <-sendErr
+		}
+		s.node.Produce(req, answer)
+	}
+}
+
+func sendAnswers(ctx context.Context, stream grpc.BidiStreamingServer[orderlogpb.ProduceRequest, orderlogpb.ProduceResponse], answers <-chan *orderlogpb.ProduceResponse) error {
+	for {
+		select {
+		case resp := <-answers:
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return apierr.New(apierr.Unavailable, "produce stream ended: %v", ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package node
+
+import (
+	"context"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"orderlog/ingest"
+	"orderlog/proto/orderlogpb"
+	"orderlog/reader"
+)
+
+// Version is reported by Status.
+const Version = "0.1.0-dev"
+
+// service is the logic behind both front ends (gRPC Admin and the HTTP
+// API): it delegates to the ingest node and the reader.
+type service struct {
+	orderlogpb.UnimplementedAdminServer
+	etcd   *clientv3.Client
+	ingest *ingest.Node
+	reader *reader.Reader
+	status func(ctx context.Context) (*orderlogpb.StatusResponse, error)
+}
+
+func newService(etcd *clientv3.Client, in *ingest.Node, rd *reader.Reader, status func(context.Context) (*orderlogpb.StatusResponse, error)) *service {
+	return &service{etcd: etcd, ingest: in, reader: rd, status: status}
+}
+
+func (s *service) register(srv *grpc.Server) { orderlogpb.RegisterAdminServer(srv, s) }
+
+func (s *service) InitProducer(ctx context.Context, req *orderlogpb.InitProducerRequest) (*orderlogpb.InitProducerResponse, error) {
+	return s.ingest.InitProducer(ctx, req.Name)
+}
+
+func (s *service) Produce(ctx context.Context, req *orderlogpb.ProduceRequest) ([]*orderlogpb.Ack, error) {
+	return s.ingest.ProduceSync(ctx, req)
+}
+
+func (s *service) Query(ctx context.Context, req *orderlogpb.QueryRequest) (*orderlogpb.ReadResponse, error) {
+	filter := reader.Filter{Topic: req.Topic, Key: req.Key, FromTimeMicros: req.FromTimeUs, ToTimeMicros: req.ToTimeUs}
+	return s.reader.ReadPage(ctx, req.FromOffset, int(req.Limit), filter)
+}
+
+func (s *service) Status(ctx context.Context, _ *orderlogpb.StatusRequest) (*orderlogpb.StatusResponse, error) {
+	return s.status(ctx)
+}
+
+func (s *service) CreateTopic(ctx context.Context, req *orderlogpb.CreateTopicRequest) (*orderlogpb.Topic, error) {
+	if err := ingest.CreateTopic(ctx, s.etcd, req.Name); err != nil {
+		return nil, err
+	}
+	return &orderlogpb.Topic{Name: req.Name}, nil
+}
+
+func (s *service) ListTopics(ctx context.Context, _ *orderlogpb.ListTopicsRequest) (*orderlogpb.ListTopicsResponse, error) {
+	names, err := ingest.ListTopics(ctx, s.etcd)
+	if err != nil {
+		return nil, err
+	}
+	resp := &orderlogpb.ListTopicsResponse{}
+	for _, name := range names {
+		resp.Topics = append(resp.Topics, &orderlogpb.Topic{Name: name})
+	}
+	return resp, nil
+}
+
+// httpService adapts service to httpapi.Service (whose Status and topic
+// calls take plain arguments).
+type httpService struct{ *service }
+
+func (h httpService) Status(ctx context.Context) (*orderlogpb.StatusResponse, error) {
+	return h.service.status(ctx)
+}
+
+func (h httpService) CreateTopic(ctx context.Context, name string) error {
+	return ingest.CreateTopic(ctx, h.etcd, name)
+}
+
+func (h httpService) ListTopics(ctx context.Context) ([]string, error) {
+	return ingest.ListTopics(ctx, h.etcd)
+}
