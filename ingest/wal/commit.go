@@ -112,6 +112,7 @@ func (s *Store) commitLoop() {
 }
 
 func (s *Store) syncActive() error {
+	s.stats.syncs.Add(1)
 	if err := s.active.Sync(); err != nil {
 		return fmt.Errorf("fdatasync %s: %w", segmentName(s.activeSeq), err)
 	}
@@ -161,7 +162,9 @@ func (s *Store) writeBatch(b *batch) error {
 			return fmt.Errorf("write %s: %w", segmentName(s.activeSeq), err)
 		}
 		s.activeMetas = append(s.activeMetas, c.metas...)
+		s.stats.bytes.Add(int64(len(c.data)))
 	}
+	s.stats.batches.Add(1)
 	return nil
 }
 

@@ -93,6 +93,7 @@ func FuzzDecodeIndex(f *testing.F) {
 		if err != nil {
 			return
 		}
+		x.metas = x.decodedMetas()
 		if again := encodeSegmentIndex(x); !bytes.Equal(again, b) {
 			t.Fatalf("index re-encoding differs")
 		}

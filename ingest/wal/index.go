@@ -75,15 +75,21 @@ func (x *index) apply(m recordMeta, seg uint32, incarnation uint64) {
 		x.applyCorrupt(m, seg, incarnation)
 		return
 	}
-	if _, gone := x.deleted[m.Ledger]; gone {
-		return
+	// A live ledger is never in deleted: one map lookup on the hot path.
+	l := x.ledgers[m.Ledger]
+	if l == nil {
+		if _, gone := x.deleted[m.Ledger]; gone {
+			return
+		}
 	}
 	if m.Type == RecordDelete {
 		delete(x.ledgers, m.Ledger)
 		x.deleted[m.Ledger] = struct{}{}
 		return
 	}
-	l := x.ledger(m.Ledger, seg, incarnation)
+	if l == nil {
+		l = x.ledger(m.Ledger, seg, incarnation)
+	}
 	switch m.Type {
 	case RecordEntry:
 		l.applyEntry(m, position{seg: seg, off: m.Offset, size: m.Size})
@@ -105,6 +111,13 @@ func (l *ledgerState) applyEntry(m recordMeta, p position) {
 	l.lac = max(l.lac, m.LAC)
 	switch n := int64(len(l.entries)); {
 	case m.Entry == n:
+		if len(l.entries) == cap(l.entries) {
+			// Double, unlike append's 1.25x for large slices: loading a big
+			// store would otherwise spend its time copying.
+			grown := make([]position, len(l.entries), max(64, 2*cap(l.entries)))
+			copy(grown, l.entries)
+			l.entries = grown
+		}
 		l.entries = append(l.entries, p)
 	case m.Entry > n:
 		// Only possible when damaged bytes held the entries in between.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -69,10 +70,14 @@ func (s *Store) recover() (next uint32, err error) {
 			s.fs.Remove(s.path(name))
 		}
 	}
+	checkpoints := s.readCheckpoints(segs, indexes)
 	for i, seq := range segs {
 		next = seq + 1
 		tail := i == len(segs)-1
-		if indexes[seq] && s.loadCheckpoint(seq) {
+		if x := <-checkpoints[i]; x != nil {
+			for i := range x.count() {
+				s.mu.idx.apply(x.meta(i), seq, x.incarnation)
+			}
 			s.mu.segments = append(s.mu.segments, seq)
 			continue
 		}
@@ -87,30 +92,57 @@ func (s *Store) recover() (next uint32, err error) {
 	return next, nil
 }
 
-// loadCheckpoint applies segment seq's index checkpoint if it is valid and
-// matches the segment file; false means the segment must be scanned.
-func (s *Store) loadCheckpoint(seq uint32) bool {
+// readCheckpoints reads, verifies and decodes the index checkpoints of
+// segs in the background, a few at a time; the i-th channel yields segs[i]'s
+// checkpoint, or nil if the segment must be scanned. The index is still
+// applied in journal order by the caller.
+func (s *Store) readCheckpoints(segs []uint32, indexes map[uint32]bool) []chan *segmentIndex {
+	out := make([]chan *segmentIndex, len(segs))
+	for i := range out {
+		out[i] = make(chan *segmentIndex, 1)
+	}
+	work := make(chan int)
+	go func() {
+		defer close(work)
+		for i := range segs {
+			work <- i
+		}
+	}()
+	for range max(2, runtime.GOMAXPROCS(0)) {
+		go func() {
+			for i := range work {
+				if !indexes[segs[i]] {
+					out[i] <- nil
+					continue
+				}
+				out[i] <- s.readCheckpoint(segs[i])
+			}
+		}()
+	}
+	return out
+}
+
+// readCheckpoint returns segment seq's index checkpoint if it is valid and
+// matches the segment file, nil otherwise.
+func (s *Store) readCheckpoint(seq uint32) *segmentIndex {
 	b, err := readWholeFile(s.fs, s.path(indexName(seq)))
 	if err != nil {
-		return false
+		return nil
 	}
 	x, err := decodeSegmentIndex(b)
 	if err != nil || x.seq != seq {
-		return false
+		return nil
 	}
 	f, err := s.fs.Open(s.path(segmentName(seq)))
 	if err != nil {
-		return false
+		return nil
 	}
 	size, err := f.Size()
 	f.Close()
 	if err != nil || size != x.end {
-		return false
+		return nil
 	}
-	for _, m := range x.metas {
-		s.mu.idx.apply(m, seq, x.incarnation)
-	}
-	return true
+	return x
 }
 
 // scanAndSeal verifies segment seq record by record, truncates a torn tail

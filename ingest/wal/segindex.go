@@ -48,12 +48,15 @@ var indexMagic = [8]byte{'O', 'L', 'W', 'A', 'L', 'I', 'D', 'X'}
 
 var errBadIndex = errors.New("wal: bad index file")
 
-// segmentIndex is the decoded content of one index checkpoint.
+// segmentIndex is the content of one index checkpoint. Encoding uses
+// metas; decoding leaves the verified metas in raw, read with meta(i), so
+// that loading a large store does not materialize them all.
 type segmentIndex struct {
 	seq         uint32
 	incarnation uint64
 	end         int64
 	metas       []recordMeta
+	raw         []byte
 }
 
 func encodeSegmentIndex(x *segmentIndex) []byte {
@@ -75,6 +78,7 @@ func encodeSegmentIndex(x *segmentIndex) []byte {
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
+// decodeSegmentIndex verifies an index checkpoint; its metas stay in raw.
 func decodeSegmentIndex(b []byte) (*segmentIndex, error) {
 	if len(b) < indexHeaderSize+4 || !bytes.Equal(b[:8], indexMagic[:]) {
 		return nil, errBadIndex
@@ -90,22 +94,38 @@ func decodeSegmentIndex(b []byte) (*segmentIndex, error) {
 	if len(body) != indexHeaderSize+count*indexMetaSize {
 		return nil, errBadIndex
 	}
-	x := &segmentIndex{
-		seq:         uint32(binary.LittleEndian.Uint64(b[16:])),
+	seq := binary.LittleEndian.Uint64(b[16:])
+	if seq > 1<<32-1 {
+		return nil, errBadIndex
+	}
+	return &segmentIndex{
+		seq:         uint32(seq),
 		incarnation: binary.LittleEndian.Uint64(b[24:]),
 		end:         int64(binary.LittleEndian.Uint64(b[32:])),
-		metas:       make([]recordMeta, count),
+		raw:         body[indexHeaderSize:],
+	}, nil
+}
+
+func (x *segmentIndex) count() int { return len(x.raw) / indexMetaSize }
+
+// meta decodes the i-th meta of a decoded checkpoint.
+func (x *segmentIndex) meta(i int) recordMeta {
+	m := x.raw[i*indexMetaSize : (i+1)*indexMetaSize]
+	return recordMeta{
+		Type:   RecordType(m[0]),
+		Size:   binary.LittleEndian.Uint32(m[4:]),
+		Ledger: binary.LittleEndian.Uint64(m[8:]),
+		Entry:  int64(binary.LittleEndian.Uint64(m[16:])),
+		LAC:    int64(binary.LittleEndian.Uint64(m[24:])),
+		Offset: uint32(binary.LittleEndian.Uint64(m[32:])),
 	}
-	for i := range x.metas {
-		m := body[indexHeaderSize+i*indexMetaSize:]
-		x.metas[i] = recordMeta{
-			Type:   RecordType(m[0]),
-			Size:   binary.LittleEndian.Uint32(m[4:]),
-			Ledger: binary.LittleEndian.Uint64(m[8:]),
-			Entry:  int64(binary.LittleEndian.Uint64(m[16:])),
-			LAC:    int64(binary.LittleEndian.Uint64(m[24:])),
-			Offset: uint32(binary.LittleEndian.Uint64(m[32:])),
-		}
+}
+
+// decodedMetas materializes every meta (tests and tools).
+func (x *segmentIndex) decodedMetas() []recordMeta {
+	metas := make([]recordMeta, x.count())
+	for i := range metas {
+		metas[i] = x.meta(i)
 	}
-	return x, nil
+	return metas
 }

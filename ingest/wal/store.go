@@ -21,6 +21,7 @@ type Store struct {
 	// corruptions were found while opening; immutable after Open.
 	corruptions []*CorruptionError
 	fresh       bool
+	stats       statCounters
 
 	mu struct {
 		sync.Mutex
