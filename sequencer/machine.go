@@ -118,8 +118,8 @@ type Machine struct {
 	current  map[string]SessionID // incarnation → its newest session
 	gone     map[string]bool      // incarnations whose ingest key was deleted
 
-	ledgers map[uint64]*ledger
-	closing map[uint64]*ledger // ledgers in state closing, for the close timeout
+	ledgers map[uint64]*ledgerInfo
+	closing map[uint64]*ledgerInfo // ledgers in state closing, for the close timeout
 
 	// olderPending counts older-epoch ledgers not yet closed (takeover).
 	olderPending int
@@ -210,8 +210,8 @@ func NewMachine(cfg MachineConfig, t Takeover, now time.Duration) (*Machine, err
 		sessions:         make(map[SessionID]*session),
 		current:          make(map[string]SessionID),
 		gone:             make(map[string]bool),
-		ledgers:          make(map[uint64]*ledger),
-		closing:          make(map[uint64]*ledger),
+		ledgers:          make(map[uint64]*ledgerInfo),
+		closing:          make(map[uint64]*ledgerInfo),
 		takeoverEnd:      t.Reserved,
 		resolvedEnd:      t.C0,
 		nextOffset:       t.Reserved,
@@ -224,14 +224,14 @@ func NewMachine(cfg MachineConfig, t Takeover, now time.Duration) (*Machine, err
 		m.segs.push(segment{Range: Range{t.C0, t.Reserved}})
 	}
 	for _, c := range t.Closed {
-		m.ledgers[c.ID] = &ledger{LedgerRef: LedgerRef{ID: c.ID}, state: ledgerClosed}
+		m.ledgers[c.ID] = &ledgerInfo{LedgerRef: LedgerRef{ID: c.ID}, state: ledgerClosed}
 		m.applyClosedSpans(c.ID, c.Spans, true)
 	}
 	for _, u := range t.Unclosed {
 		if u.Epoch >= cfg.Epoch {
 			return nil, fmt.Errorf("sequencer: ledger %d has epoch %d, not older than %d", u.ID, u.Epoch, cfg.Epoch)
 		}
-		l := &ledger{LedgerRef: u.LedgerRef, state: ledgerOpen}
+		l := &ledgerInfo{LedgerRef: u.LedgerRef, state: ledgerOpen}
 		m.ledgers[u.ID] = l
 		m.olderPending++
 		if u.Recovering {

@@ -70,7 +70,7 @@ func (m *Machine) LedgerOpened(ref LedgerRef) {
 	if ref.Epoch != m.cfg.Epoch {
 		st = ledgerClosed // never grantable here; older ones come through Takeover
 	}
-	m.ledgers[ref.ID] = &ledger{LedgerRef: ref, state: st}
+	m.ledgers[ref.ID] = &ledgerInfo{LedgerRef: ref, state: st}
 	if st == ledgerOpen && (m.gone[ref.Writer] || !m.hasLiveSession(ref.Writer)) {
 		// A ledger whose writer is already dead gets no grant and is closed
 		// so that nothing granted earlier can linger.

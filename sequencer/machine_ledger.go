@@ -11,7 +11,7 @@ const (
 	ledgerClosed
 )
 
-type ledger struct {
+type ledgerInfo struct {
 	LedgerRef
 	state ledgerState
 	since time.Duration // when closing started
@@ -19,7 +19,7 @@ type ledger struct {
 
 // startClose asks the writer to close l at its LAC; CloseTimeout later the
 // ledger is recovered instead (Tick).
-func (m *Machine) startClose(l *ledger) {
+func (m *Machine) startClose(l *ledgerInfo) {
 	if l.state != ledgerOpen {
 		return
 	}

@@ -1,0 +1,355 @@
+package sequencer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"orderlog/ingest/ledger"
+	"orderlog/ingest/wal"
+	"orderlog/internal/etcdserver"
+	"orderlog/internal/keys"
+	pb "orderlog/proto/sequencerpb"
+)
+
+// testCluster is embedded etcd, three in-process WAL stores on loopback
+// gRPC, and sequencer nodes, all real.
+type testCluster struct {
+	t       *testing.T
+	etcd    *etcdserver.Server
+	cli     *clientv3.Client
+	members []ledger.Member
+	dialer  *ledger.GRPCDialer
+	mu      sync.Mutex
+	clients []*clientv3.Client
+}
+
+func newTestCluster(t *testing.T) *testCluster {
+	t.Helper()
+	srv, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &testCluster{t: t, etcd: srv, dialer: ledger.NewGRPCDialer()}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		for _, cli := range c.clients {
+			cli.Close()
+		}
+		c.mu.Unlock()
+		c.dialer.Close()
+		srv.Close()
+	})
+	c.cli = c.newClient()
+	for i := 0; i < 3; i++ {
+		c.members = append(c.members, c.startStore())
+	}
+	return c
+}
+
+func (c *testCluster) newClient() *clientv3.Client {
+	cli, err := c.etcd.NewClient()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.clients = append(c.clients, cli)
+	c.mu.Unlock()
+	return cli
+}
+
+func (c *testCluster) startStore() ledger.Member {
+	store, err := wal.Open(wal.Config{Dir: c.t.TempDir()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	srv := wal.Serve(lis, store)
+	c.t.Cleanup(func() { srv.Stop(); store.Close() })
+	return ledger.Member{StoreID: store.StoreID(), Incarnation: store.Incarnation(), Address: lis.Addr().String()}
+}
+
+func (c *testCluster) ledgerControl(cli *clientv3.Client) *LedgerClient {
+	return &LedgerClient{Etcd: cli, Stores: c.dialer, Writer: "sequencer",
+		Replication: CommitReplication{Ensemble: c.members, AckQuorum: 2, Tolerate: 1}}
+}
+
+// testNode is one in-process sequencer node with its own etcd client and
+// gRPC server.
+type testNode struct {
+	node   *Node
+	addr   string
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (c *testCluster) startNode() *testNode {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cli := c.newClient()
+	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: c.ledgerControl(cli),
+		Logf: c.t.Logf})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	Register(srv, n)
+	go srv.Serve(lis)
+	ctx, cancel := context.WithCancel(context.Background())
+	tn := &testNode{node: n, addr: lis.Addr().String(), cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(tn.done); n.Run(ctx) }()
+	c.t.Cleanup(func() { cancel(); srv.Stop(); <-tn.done })
+	return tn
+}
+
+// waitServing waits until some node of nodes serves grants and returns it.
+func (c *testCluster) waitServing(nodes ...*testNode) *testNode {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			if n.node.Status().Serving {
+				return n
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.t.Fatal("no sequencer node became serving")
+	return nil
+}
+
+// revokeLeader revokes the etcd lease of the current election leader key:
+// the leader's session dies as if its node were cut off.
+func (c *testCluster) revokeLeader(ctx context.Context) {
+	resp, err := c.cli.Get(ctx, keys.SeqElection+"/", clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil || len(resp.Kvs) == 0 {
+		c.t.Fatalf("leader key: %v", err)
+	}
+	if _, err := c.cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// testIngest is a minimal ingest writer: liveness key on a lease, one open
+// ledger, one grant stream to the leader, synchronous grant → append →
+// confirm → Written.
+type testIngest struct {
+	t     *testing.T
+	c     *testCluster
+	inc   string
+	lease clientv3.LeaseID
+	conn  *grpc.ClientConn
+	gc    *GrantClient
+	w     *ledger.Writer
+	epoch uint64
+	req   uint64
+	acked []EntrySpan
+	ledOf map[int]uint64 // index in acked → ledger id
+}
+
+func (c *testCluster) newIngest(ctx context.Context, name string) *testIngest {
+	lease, err := c.cli.Grant(ctx, 10)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.cli.Put(ctx, keys.Ingest(name), "alive", clientv3.WithLease(lease.ID)); err != nil {
+		c.t.Fatal(err)
+	}
+	in := &testIngest{t: c.t, c: c, inc: name, lease: lease.ID, ledOf: map[int]uint64{}}
+	c.t.Cleanup(in.disconnect)
+	return in
+}
+
+func (in *testIngest) disconnect() {
+	if in.gc != nil {
+		in.gc.Close()
+		in.gc = nil
+	}
+	if in.conn != nil {
+		in.conn.Close()
+		in.conn = nil
+	}
+}
+
+// connect opens a grant stream to the current leader and a ledger of its epoch.
+func (in *testIngest) connect(ctx context.Context) error {
+	in.disconnect()
+	addr, err := LeaderAddress(ctx, in.c.cli)
+	if err != nil || addr == "" {
+		return fmt.Errorf("no leader: %v", err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	in.conn = conn
+	gc, err := DialGrant(ctx, conn, in.inc, int64(in.lease))
+	if err != nil {
+		return err
+	}
+	in.gc = gc
+	resp, err := in.c.cli.Get(ctx, keys.SeqEpoch)
+	if err != nil || len(resp.Kvs) == 0 {
+		return fmt.Errorf("read epoch: %v", err)
+	}
+	epoch, _ := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64)
+	w, err := ledger.Create(ctx, in.c.cli, ledger.CreateOptions{
+		Epoch: int64(epoch), WriterIncarnation: in.inc, Ensemble: in.c.members, AckQuorum: 2, Tolerate: 1, Stores: in.c.dialer,
+	})
+	if err != nil {
+		return err
+	}
+	in.w, in.epoch = w, epoch
+	return nil
+}
+
+// grant asks for n offsets on the current ledger and waits for the reply.
+func (in *testIngest) grant(ctx context.Context, n uint64) (Range, error) {
+	in.req++
+	in.gc.Grant(in.req, in.w.ID(), n)
+	for {
+		select {
+		case <-ctx.Done():
+			return Range{}, ctx.Err()
+		case f, ok := <-in.gc.Frames():
+			if !ok {
+				return Range{}, fmt.Errorf("grant stream ended: %w", in.gc.Err())
+			}
+			for _, g := range f.Grants {
+				if g.RequestId != in.req {
+					continue
+				}
+				if g.Status != pb.GrantStatus_GRANTED {
+					return Range{}, fmt.Errorf("grant refused: %v", g.Status)
+				}
+				if f.Epoch != in.epoch {
+					return Range{}, fmt.Errorf("grant of epoch %d for a ledger of epoch %d", f.Epoch, in.epoch)
+				}
+				return rangeFromProto(g.Range), nil
+			}
+		}
+	}
+}
+
+// write appends the batch for r, waits until it is confirmed, reports it
+// Written and records it as acknowledged.
+func (in *testIngest) write(ctx context.Context, r Range) error {
+	id, err := in.w.Append([]byte(fmt.Sprintf("batch %v", r)), ledger.Span{First: r.First, End: r.End})
+	if err != nil {
+		return err
+	}
+	if err := in.w.WaitConfirmed(ctx, id); err != nil {
+		return err
+	}
+	in.gc.Written(in.w.ID(), id, r)
+	in.ledOf[len(in.acked)] = in.w.ID()
+	in.acked = append(in.acked, EntrySpan{Entry: id, Range: r})
+	return nil
+}
+
+func (in *testIngest) produce(ctx context.Context, batches int) {
+	in.t.Helper()
+	for i := 0; i < batches; i++ {
+		r, err := in.grant(ctx, uint64(1+i%7))
+		if err != nil {
+			in.t.Fatal(err)
+		}
+		if err := in.write(ctx, r); err != nil {
+			in.t.Fatal(err)
+		}
+	}
+}
+
+// readCommitMap follows the leader's commit-map stream from offset 0 until
+// the watermark reaches atLeast, and returns offset → record plus C.
+func readCommitMap(ctx context.Context, t *testing.T, addr string, atLeast uint64) (map[uint64]EpochRecord, uint64) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	stream, err := pb.NewSequencerClient(conn).CommitMap(ctx, &pb.CommitMapRequest{FromOffset: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decided := map[uint64]EpochRecord{}
+	var c uint64
+	for c < atLeast {
+		f, err := stream.Recv()
+		if errors.Is(err, io.EOF) || err != nil {
+			t.Fatalf("commit map stream: %v (C=%d, want ≥ %d)", err, c, atLeast)
+		}
+		for _, p := range f.Records {
+			r := RecordFromProto(p)
+			if r.Kind == KindWatermark {
+				c = max(c, r.Watermark)
+				continue
+			}
+			for x := r.Range.First; x < r.Range.End; x++ {
+				if old, ok := decided[x]; ok && (old.Kind != r.Kind || old.Ledger != r.Ledger || old.Entry != r.Entry) {
+					t.Fatalf("offset %d decided %v then %v", x, old, r)
+				}
+				decided[x] = r
+			}
+		}
+	}
+	return decided, c
+}
+
+// checkCommitMap checks the map against what the ingest nodes saw: every
+// acknowledged offset is Written at its (ledger, entry); every offset below
+// C is decided; holes only where nothing was acknowledged.
+func checkCommitMap(t *testing.T, decided map[uint64]EpochRecord, c uint64, ingests ...*testIngest) (holes int) {
+	t.Helper()
+	acked := map[uint64][2]int64{}
+	for _, in := range ingests {
+		for i, a := range in.acked {
+			for x := a.Range.First; x < a.Range.End; x++ {
+				acked[x] = [2]int64{int64(in.ledOf[i]), a.Entry}
+			}
+		}
+	}
+	for x := uint64(0); x < c; x++ {
+		r, ok := decided[x]
+		if !ok {
+			t.Fatalf("offset %d below C=%d undecided", x, c)
+		}
+		a, wasAcked := acked[x]
+		switch {
+		case wasAcked && (r.Kind != KindWritten || r.Ledger != uint64(a[0]) || r.Entry != a[1]):
+			t.Fatalf("acknowledged offset %d in %d/%d decided %v", x, a[0], a[1], r)
+		case !wasAcked && r.Kind == KindWritten:
+			t.Fatalf("offset %d Written (%v) but never acknowledged", x, r)
+		case r.Kind == KindHole:
+			holes++
+		}
+	}
+	for x := range acked {
+		if x >= c {
+			t.Fatalf("acknowledged offset %d not below C=%d", x, c)
+		}
+	}
+	return holes
+}
+
+func newEtcdClient(endpoint string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+}

@@ -1,0 +1,208 @@
+package sequencer
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"orderlog/ingest/ledger"
+)
+
+// grantAfterFailover retries connecting to whichever node leads and asking
+// for a grant until one is granted; it returns the grant.
+func (in *testIngest) grantAfterFailover(ctx context.Context, t *testing.T, n uint64) Range {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := in.connect(ctx); err == nil {
+			gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			r, err := in.grant(gctx, n)
+			cancel()
+			if err == nil {
+				return r
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("no grant after failover")
+	return Range{}
+}
+
+// checkFailover runs the common part of the failover tests: the ingest
+// wrote through the old leader, holds one grant of it unwritten, the old
+// leader is lost (lose), and then:
+//   - the new leader grants with a higher epoch;
+//   - the held grant of the old leader can no longer be confirmed;
+//   - the commit map has every acknowledged offset Written and holes only
+//     for offsets never acknowledged (the held grant among them).
+func checkFailover(ctx context.Context, t *testing.T, c *testCluster, in *testIngest, oldEpoch uint64, lose func(), standbys ...*testNode) {
+	t.Helper()
+	in.produce(ctx, 20)
+	held, err := in.grant(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldWriter := in.w
+
+	start := time.Now()
+	lose()
+	r := in.grantAfterFailover(ctx, t, 3)
+	failover := time.Since(start)
+
+	addr, err := LeaderAddress(ctx, c.cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leader *testNode
+	for _, n := range standbys {
+		if n.addr == addr {
+			leader = n
+		}
+	}
+	if leader == nil {
+		t.Fatalf("leader %q is none of the standbys", addr)
+	}
+	st := leader.node.Status()
+	if st.Epoch <= oldEpoch || in.epoch != st.Epoch {
+		t.Fatalf("new epoch %d (ingest ledger epoch %d), old %d", st.Epoch, in.epoch, oldEpoch)
+	}
+	// The held grant's ledger was closed by the new leader before its first
+	// grant: writing the grant now can never be confirmed.
+	id, err := oldWriter.Append([]byte("late"), ledger.Span{First: held.First, End: held.End})
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = oldWriter.WaitConfirmed(wctx, id)
+		cancel()
+	}
+	if err == nil {
+		t.Fatalf("old leader's grant %v was confirmed after failover", held)
+	}
+	if err := in.write(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	in.produce(ctx, 20)
+
+	end := in.acked[len(in.acked)-1].Range.End
+	decided, cw := readCommitMap(ctx, t, leader.addr, end)
+	holes := checkCommitMap(t, decided, cw, in)
+	for x := held.First; x < held.End; x++ {
+		if decided[x].Kind != KindHole {
+			t.Fatalf("held grant offset %d decided %v, want a hole", x, decided[x])
+		}
+	}
+	t.Logf("failover (leader loss → first grant of epoch %d): %v; C=%d, %d hole offsets, %d acknowledged batches",
+		st.Epoch, failover, cw, holes, len(in.acked))
+}
+
+func TestFailoverAfterLeaderSessionLoss(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCluster(t)
+	a := c.startNode()
+	first := c.waitServing(a)
+	b := c.startNode()
+	in := c.newIngest(ctx, "ingest-1")
+	if err := in.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	oldEpoch := first.node.Status().Epoch
+	checkFailover(ctx, t, c, in, oldEpoch, func() { c.revokeLeader(ctx) }, a, b)
+	if b.node.Status().Epoch <= oldEpoch {
+		t.Fatalf("standby did not take over: %+v", b.node.Status())
+	}
+}
+
+// Environment of the child sequencer process.
+const (
+	childEtcdEnv   = "ORDERLOG_SEQ_CHILD_ETCD"
+	childStoresEnv = "ORDERLOG_SEQ_CHILD_STORES"
+	childAddrEnv   = "ORDERLOG_SEQ_CHILD_ADDR"
+)
+
+// TestSequencerChildProcess is not a test: it is the body of the child
+// process TestFailoverAfterLeaderProcessKill starts and kills.
+func TestSequencerChildProcess(t *testing.T) {
+	endpoint := os.Getenv(childEtcdEnv)
+	if endpoint == "" {
+		t.Skip("runs only as the child of TestFailoverAfterLeaderProcessKill")
+	}
+	var members []ledger.Member
+	if err := json.Unmarshal([]byte(os.Getenv(childStoresEnv)), &members); err != nil {
+		t.Fatal(err)
+	}
+	c := &testCluster{t: t, members: members, dialer: ledger.NewGRPCDialer()}
+	cli, err := newEtcdClient(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", os.Getenv(childAddrEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: c.ledgerControl(cli), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	Register(srv, n)
+	go srv.Serve(lis)
+	n.Run(context.Background()) // until killed
+}
+
+func TestFailoverAfterLeaderProcessKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process and waits out the session TTL")
+	}
+	ctx := context.Background()
+	c := newTestCluster(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	childAddr := lis.Addr().String()
+	lis.Close()
+	stores, _ := json.Marshal(c.members)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSequencerChildProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), childEtcdEnv+"="+c.etcd.Endpoint(), childStoresEnv+"="+string(stores), childAddrEnv+"="+childAddr)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
+	// Wait until the child leads and grants.
+	in := c.newIngest(ctx, "ingest-1")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		addr, _ := LeaderAddress(ctx, c.cli)
+		if addr == childAddr && in.connect(ctx) == nil {
+			gctx, cancel := context.WithTimeout(ctx, time.Second)
+			r, err := in.grant(gctx, 1)
+			cancel()
+			if err == nil {
+				if err := in.write(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child sequencer never served; its output:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	oldEpoch := in.epoch
+	b := c.startNode()
+	checkFailover(ctx, t, c, in, oldEpoch, func() {
+		if err := cmd.Process.Kill(); err != nil { // SIGKILL: no resign, no lease revoke
+			t.Fatal(err)
+		}
+	}, b)
+}

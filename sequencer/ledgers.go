@@ -1,0 +1,184 @@
+package sequencer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/ingest/ledger"
+)
+
+// CommitLog is the leader's commit ledger as the sequencer needs it:
+// entries appended in order, confirmations reported in order.
+type CommitLog interface {
+	// ID is the commit ledger's id.
+	ID() uint64
+	// Append queues one entry and returns its id (dense from 0). An error
+	// means the commit ledger can take no more entries (fenced: a newer
+	// leader recovered it; or quorum lost).
+	Append(payload []byte) (int64, error)
+	// Close stops appending; entries already confirmed stay.
+	Close(ctx context.Context) error
+}
+
+// LedgerControl is what the sequencer needs from ledgers (DESIGN §4 through
+// the ledger client): create its commit ledger, recover ledgers, read the
+// spans of a closed ledger's entries, and list older-epoch ledgers.
+type LedgerControl interface {
+	// CreateCommitLog creates the commit ledger of epoch, whose creation
+	// compares seq/epoch and the leader's election key. onConfirm is called
+	// with every LAC advance, in order.
+	CreateCommitLog(ctx context.Context, epoch uint64, electionKey string, onConfirm func(lac int64)) (CommitLog, error)
+	// ReadCommitLog fences and recovers commit ledger id if it is not
+	// closed, and returns the payloads of its entries ≤ last.
+	ReadCommitLog(ctx context.Context, id uint64) ([][]byte, error)
+	// Recover closes ledger id (fence and recover it if it is not closed)
+	// and returns the spans of its entries ≤ last.
+	Recover(ctx context.Context, id uint64) ([]EntrySpan, error)
+	// ClosedSpans returns the spans of a closed ledger's entries ≤ last,
+	// or ErrLedgerNotClosed.
+	ClosedSpans(ctx context.Context, id uint64) ([]EntrySpan, error)
+	// Lookup returns a ledger's writer and epoch, and whether it is open.
+	Lookup(ctx context.Context, id uint64) (ref LedgerRef, open bool, err error)
+	// Older lists every ledger of epoch < epoch that is not closed, and the
+	// ids of closed ones whose offset range reaches c0 (commit ledgers
+	// excluded: they carry no offsets).
+	Older(ctx context.Context, epoch, c0 uint64) (unclosed []UnclosedLedger, closed []uint64, err error)
+}
+
+// ErrLedgerNotClosed is returned by LedgerControl.ClosedSpans for a ledger
+// that is open or recovering.
+var ErrLedgerNotClosed = errors.New("sequencer: ledger not closed")
+
+// CommitReplication places the commit ledger.
+type CommitReplication struct {
+	Ensemble  []ledger.Member
+	AckQuorum int
+	Tolerate  int
+}
+
+// LedgerClient implements LedgerControl over the ledger client
+// (orderlog/ingest/ledger) and etcd.
+type LedgerClient struct {
+	Etcd        *clientv3.Client
+	Stores      ledger.Dialer
+	Replication CommitReplication
+	// Writer names the commit ledger's writer in its metadata.
+	Writer string
+}
+
+var _ LedgerControl = (*LedgerClient)(nil)
+
+type commitWriter struct{ w *ledger.Writer }
+
+func (c commitWriter) ID() uint64 { return c.w.ID() }
+func (c commitWriter) Append(p []byte) (int64, error) {
+	return c.w.Append(p, ledger.Span{})
+}
+func (c commitWriter) Close(ctx context.Context) error {
+	_, err := c.w.Close(ctx)
+	return err
+}
+
+// CreateCommitLog implements LedgerControl.
+func (lc *LedgerClient) CreateCommitLog(ctx context.Context, epoch uint64, electionKey string, onConfirm func(int64)) (CommitLog, error) {
+	w, err := ledger.Create(ctx, lc.Etcd, ledger.CreateOptions{
+		Epoch: int64(epoch), WriterIncarnation: lc.Writer, WriterKey: electionKey,
+		Ensemble: lc.Replication.Ensemble, AckQuorum: lc.Replication.AckQuorum, Tolerate: lc.Replication.Tolerate,
+		Stores: lc.Stores, Writer: ledger.WriterOptions{OnConfirm: onConfirm},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create commit ledger: %w", err)
+	}
+	return commitWriter{w}, nil
+}
+
+// ReadCommitLog implements LedgerControl.
+func (lc *LedgerClient) ReadCommitLog(ctx context.Context, id uint64) ([][]byte, error) {
+	var out [][]byte
+	err := lc.scanClosed(ctx, id, true, func(e ledger.Entry) { out = append(out, e.Payload) })
+	return out, err
+}
+
+// Recover implements LedgerControl.
+func (lc *LedgerClient) Recover(ctx context.Context, id uint64) ([]EntrySpan, error) {
+	return lc.spans(ctx, id, true)
+}
+
+// ClosedSpans implements LedgerControl.
+func (lc *LedgerClient) ClosedSpans(ctx context.Context, id uint64) ([]EntrySpan, error) {
+	return lc.spans(ctx, id, false)
+}
+
+func (lc *LedgerClient) spans(ctx context.Context, id uint64, recover bool) ([]EntrySpan, error) {
+	var out []EntrySpan
+	err := lc.scanClosed(ctx, id, recover, func(e ledger.Entry) {
+		if !e.Span.Empty() {
+			out = append(out, EntrySpan{Entry: e.ID, Range: Range{e.Span.First, e.Span.End}})
+		}
+	})
+	return out, err
+}
+
+// scanClosed reads every entry ≤ last of a closed ledger, recovering it
+// first if asked.
+func (lc *LedgerClient) scanClosed(ctx context.Context, id uint64, recover bool, fn func(ledger.Entry)) error {
+	m, err := ledger.Get(ctx, lc.Etcd, id)
+	if err != nil {
+		return err
+	}
+	if m.State != ledger.StateClosed {
+		if !recover {
+			return fmt.Errorf("ledger %d is %s: %w", id, m.State, ErrLedgerNotClosed)
+		}
+		if m, err = ledger.Recover(ctx, lc.Etcd, id, ledger.RecoverOptions{Stores: lc.Stores}); err != nil {
+			return fmt.Errorf("recover ledger %d: %w", id, err)
+		}
+	}
+	if m.LastEntry < 0 {
+		return nil
+	}
+	r, err := ledger.NewReader(m, m.LastEntry, ledger.ReaderOptions{Stores: lc.Stores})
+	if err != nil {
+		return err
+	}
+	return r.Scan(ctx, 0, m.LastEntry, func(e ledger.Entry) error { fn(e); return nil })
+}
+
+// Lookup implements LedgerControl.
+func (lc *LedgerClient) Lookup(ctx context.Context, id uint64) (LedgerRef, bool, error) {
+	m, err := ledger.Get(ctx, lc.Etcd, id)
+	if err != nil {
+		return LedgerRef{}, false, err
+	}
+	return LedgerRef{ID: m.ID, Writer: m.WriterIncarnation, Epoch: uint64(m.Epoch)}, m.State == ledger.StateOpen, nil
+}
+
+// Older implements LedgerControl.
+func (lc *LedgerClient) Older(ctx context.Context, epoch, c0 uint64) ([]UnclosedLedger, []uint64, error) {
+	ms, err := ledger.List(ctx, lc.Etcd, ledger.Filter{EpochBelow: int64(epoch)})
+	if err != nil {
+		return nil, nil, err
+	}
+	var unclosed []UnclosedLedger
+	var closed []uint64
+	for _, m := range ms {
+		if m.WriterIncarnation == lc.Writer {
+			continue // commit ledgers are recovered and replayed in step 2
+		}
+		switch m.State {
+		case ledger.StateClosed:
+			if m.HasOffsets() && m.EndOffset > c0 {
+				closed = append(closed, m.ID)
+			}
+		default:
+			unclosed = append(unclosed, UnclosedLedger{
+				LedgerRef:  LedgerRef{ID: m.ID, Writer: m.WriterIncarnation, Epoch: uint64(m.Epoch)},
+				Recovering: m.State == ledger.StateRecovering,
+			})
+		}
+	}
+	return unclosed, closed, nil
+}

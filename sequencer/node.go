@@ -1,0 +1,265 @@
+package sequencer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"orderlog/internal/keys"
+)
+
+// Config configures a sequencer node (leader or standby).
+type Config struct {
+	// Address is this node's gRPC address, published as the election value
+	// so ingest nodes and readers can find the leader.
+	Address string
+	Etcd    *clientv3.Client
+	Ledgers LedgerControl
+	// SessionTTL is the election session's etcd lease TTL in seconds: a
+	// leader that dies is replaced about this long after. Default 2.
+	SessionTTL int
+	// Machine tunes grants and the commit log; its Epoch is set on election.
+	Machine MachineConfig
+	// TickInterval is how often the machine's clock advances. Default 10 ms.
+	TickInterval time.Duration
+	// RetainRecords bounds the commit records kept for commit-map streams.
+	// Default 1<<20.
+	RetainRecords int
+	// Logf logs; nil means the standard logger.
+	Logf func(format string, args ...any)
+}
+
+// Validate fills defaults and rejects nonsense.
+func (c *Config) Validate() error {
+	if c.Etcd == nil || c.Ledgers == nil {
+		return errors.New("sequencer: Etcd and Ledgers are required")
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = 2
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = 10 * time.Millisecond
+	}
+	if c.RetainRecords == 0 {
+		c.RetainRecords = 1 << 20
+	}
+	if c.Logf == nil {
+		c.Logf = log.Printf
+	}
+	c.Machine.Epoch = 1 // validated with a placeholder; set per election
+	if err := c.Machine.Validate(); err != nil {
+		return err
+	}
+	c.Machine.Epoch = 0
+	if c.SessionTTL < 1 || c.TickInterval < 0 || c.RetainRecords < 2 {
+		return errors.New("sequencer: invalid SessionTTL, TickInterval or RetainRecords")
+	}
+	return nil
+}
+
+// Node campaigns for sequencer leadership and, while leader, runs the
+// grant service and the commit log. Serve it with NewService.
+type Node struct {
+	cfg   Config
+	start time.Time // origin of the monotonic clock fed to machines
+	mu    struct {
+		sync.Mutex
+		leader *leader
+		nextID SessionID
+	}
+}
+
+// NewNode returns a node; Run makes it campaign.
+func NewNode(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Node{cfg: cfg, start: time.Now()}, nil
+}
+
+func (n *Node) logf(format string, args ...any) { n.cfg.Logf(format, args...) }
+
+// Run campaigns, leads while elected, and campaigns again after losing
+// leadership, until ctx ends.
+func (n *Node) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		if err := n.term(ctx); err != nil && ctx.Err() == nil {
+			n.logf("sequencer %s: %v", n.cfg.Address, err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// term is one campaign and, if won, one term as leader.
+func (n *Node) term(ctx context.Context) error {
+	sess, err := concurrency.NewSession(n.cfg.Etcd, concurrency.WithTTL(n.cfg.SessionTTL), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("election session: %w", err)
+	}
+	defer sess.Close()
+	el := concurrency.NewElection(sess, keys.SeqElection)
+	if err := el.Campaign(ctx, n.cfg.Address); err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	err = n.lead(ctx, sess, uint64(el.Rev()), el.Key())
+	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	el.Resign(rctx)
+	return err
+}
+
+// lead runs steps 1–6 of §5 and then serves until deposed or ctx ends.
+func (n *Node) lead(ctx context.Context, sess *concurrency.Session, epoch uint64, electionKey string) error {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sess.Done(): // the election lease is gone: so is leadership
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	store := &epochStore{cli: n.cfg.Etcd, epoch: epoch, electionKey: electionKey}
+	// Step 1: no ledger of an older epoch can be created from now on.
+	if err := store.writeEpoch(lctx); err != nil {
+		return err
+	}
+	// Step 2: fence, recover and replay the previous commit ledgers.
+	list, listRev, err := store.commitLedgers(lctx)
+	if err != nil {
+		return err
+	}
+	var entries [][]byte
+	for _, cl := range list.Ledgers {
+		p, err := n.cfg.Ledgers.ReadCommitLog(lctx, cl.Ledger)
+		if err != nil {
+			return fmt.Errorf("commit ledger %d of epoch %d: %w", cl.Ledger, cl.Epoch, err)
+		}
+		entries = append(entries, p...)
+	}
+	replayed, err := Replay(entries)
+	if err != nil {
+		return err
+	}
+	// Step 3: R, and the older ledgers.
+	t, err := n.takeover(lctx, store, epoch, replayed.C)
+	if err != nil {
+		return err
+	}
+	l := &leader{node: n, epoch: epoch, store: store, ctl: n.cfg.Ledgers, ctx: lctx, cancel: cancel, confirm: make(chan struct{}, 1)}
+	l.lac.Store(-1)
+	commit, err := n.cfg.Ledgers.CreateCommitLog(lctx, epoch, electionKey, l.onConfirm)
+	if err != nil {
+		return err
+	}
+	l.commit = commit
+	if err := store.addCommitLedger(lctx, list, listRev, commit.ID()); err != nil {
+		ctx, c := context.WithTimeout(context.Background(), time.Second)
+		commit.Close(ctx)
+		c()
+		return err
+	}
+	mcfg := n.cfg.Machine
+	mcfg.Epoch = epoch
+	m, err := NewMachine(mcfg, t, l.now())
+	if err != nil {
+		return err
+	}
+	l.cm = newCommitMap(n.cfg.RetainRecords, replayed.Records, replayed.C, epoch)
+	l.mu.m = m
+	l.mu.streams = make(map[SessionID]*grantStream)
+	l.mu.byInc = make(map[string]*grantStream)
+	// Steps 4–6 run inside the machine: close/recover older ledgers,
+	// resolve [C₀, R), confirm Watermark(R), reserve, then grant.
+	l.mu.Lock()
+	l.handleLocked()
+	l.mu.Unlock()
+	n.setLeader(l)
+	n.logf("sequencer %s: leader of epoch %d (C₀=%d R=%d, %d unclosed older ledgers)", n.cfg.Address, epoch, t.C0, t.Reserved, len(t.Unclosed))
+	l.run()
+	n.setLeader(nil)
+	l.shutdown()
+	return nil
+}
+
+func (n *Node) takeover(ctx context.Context, store *epochStore, epoch, c0 uint64) (Takeover, error) {
+	r, err := store.readReserved(ctx)
+	if err != nil {
+		return Takeover{}, err
+	}
+	t := Takeover{C0: c0, Reserved: max(r, c0)}
+	var closedIDs []uint64
+	t.Unclosed, closedIDs, err = n.cfg.Ledgers.Older(ctx, epoch, c0)
+	if err != nil {
+		return Takeover{}, err
+	}
+	for _, id := range closedIDs {
+		spans, err := n.cfg.Ledgers.ClosedSpans(ctx, id)
+		if err != nil {
+			return Takeover{}, fmt.Errorf("spans of ledger %d: %w", id, err)
+		}
+		t.Closed = append(t.Closed, ClosedLedger{ID: id, Spans: spans})
+	}
+	return t, nil
+}
+
+func (n *Node) setLeader(l *leader) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mu.leader = l
+}
+
+func (n *Node) leader() *leader {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.leader
+}
+
+func (n *Node) newSessionID() SessionID {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mu.nextID++
+	return n.mu.nextID
+}
+
+// Status is a snapshot of a node's role.
+type Status struct {
+	Leader    bool
+	Serving   bool // granting (takeover finished)
+	Epoch     uint64
+	Published uint64 // the published committed watermark C
+}
+
+// Status reports the node's role and, when leader, its epoch and C.
+func (n *Node) Status() Status {
+	l := n.leader()
+	if l == nil {
+		return Status{}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Status{Leader: true, Serving: l.mu.m.Serving(), Epoch: l.epoch, Published: l.mu.m.PublishedC()}
+}
+
+// LeaderAddress returns the address of the current sequencer leader, or ""
+// if there is none.
+func LeaderAddress(ctx context.Context, cli *clientv3.Client) (string, error) {
+	resp, err := cli.Get(ctx, keys.SeqElection+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		return "", err
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}

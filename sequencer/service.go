@@ -1,0 +1,203 @@
+package sequencer
+
+import (
+	"errors"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pb "orderlog/proto/sequencerpb"
+)
+
+// Service is the gRPC face of a Node (proto/sequencer.proto).
+type Service struct {
+	pb.UnimplementedSequencerServer
+	node *Node
+}
+
+// NewService serves node.
+func NewService(node *Node) *Service { return &Service{node: node} }
+
+// Register registers the service on srv.
+func Register(srv *grpc.Server, node *Node) { pb.RegisterSequencerServer(srv, NewService(node)) }
+
+// grantStream is the sequencer side of one Grant stream: an outbox the
+// leader fills without blocking and a sender goroutine that drains it, many
+// replies per frame.
+type grantStream struct {
+	id          SessionID
+	incarnation string
+	wake        chan struct{}
+	done        chan struct{}
+	endOnce     sync.Once
+	mu          struct {
+		sync.Mutex
+		grants []*pb.GrantReply
+		closes []*pb.CloseLedgerRequest
+	}
+}
+
+func (s *grantStream) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *grantStream) queueGrant(g *pb.GrantReply) {
+	s.mu.Lock()
+	s.mu.grants = append(s.mu.grants, g)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *grantStream) queueClose(ledgerID uint64) {
+	s.mu.Lock()
+	s.mu.closes = append(s.mu.closes, &pb.CloseLedgerRequest{LedgerId: ledgerID})
+	s.mu.Unlock()
+	s.signal()
+}
+
+// end makes the stream's handler return (superseded, timed out, deposed).
+func (s *grantStream) end() { s.endOnce.Do(func() { close(s.done) }) }
+
+func (s *grantStream) take() ([]*pb.GrantReply, []*pb.CloseLedgerRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, c := s.mu.grants, s.mu.closes
+	s.mu.grants, s.mu.closes = nil, nil
+	return g, c
+}
+
+// Grant implements the grant session of one ingest incarnation.
+func (svc *Service) Grant(stream grpc.BidiStreamingServer[pb.IngestFrame, pb.SequencerFrame]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if first.Hello == nil || first.Hello.Incarnation == "" {
+		return status.Error(codes.InvalidArgument, ErrNoHello.Error())
+	}
+	l := svc.node.leader()
+	if l == nil {
+		return status.Error(codes.Unavailable, ErrNotLeader.Error())
+	}
+	s := &grantStream{
+		id: svc.node.newSessionID(), incarnation: first.Hello.Incarnation,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	if err := l.openSession(s, first.Hello.LeaseId); err != nil {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	defer l.closeSession(s)
+	l.onFrame(s, first)
+
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			f, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			l.onFrame(s, f)
+		}
+	}()
+	for {
+		select {
+		case err := <-recvErr:
+			return err
+		case <-s.done:
+			return status.Error(codes.Unavailable, "sequencer: session ended")
+		case <-l.ctx.Done():
+			return status.Error(codes.Unavailable, ErrNotLeader.Error())
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		case <-s.wake:
+			grants, closes := s.take()
+			if len(grants)+len(closes) == 0 {
+				continue
+			}
+			if err := stream.Send(&pb.SequencerFrame{Epoch: l.epoch, Grants: grants, Close: closes}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// CommitMap streams confirmed commit records from req.FromOffset, then live.
+func (svc *Service) CommitMap(req *pb.CommitMapRequest, stream grpc.ServerStreamingServer[pb.CommitMapFrame]) error {
+	l := svc.node.leader()
+	if l == nil {
+		return status.Error(codes.Unavailable, ErrNotLeader.Error())
+	}
+	sub, snap, err := l.cm.subscribe(req.FromOffset)
+	switch {
+	case errors.Is(err, ErrBelowRetention):
+		return status.Error(codes.OutOfRange, err.Error())
+	case err != nil:
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	defer l.cm.unsubscribe(sub)
+	const chunk = 1024
+	for len(snap) > 0 {
+		n := min(chunk, len(snap))
+		if err := stream.Send(commitFrame(l.epoch, snap[:n])); err != nil {
+			return err
+		}
+		snap = snap[n:]
+	}
+	for {
+		select {
+		case recs, ok := <-sub.ch:
+			if !ok {
+				return status.Error(codes.Unavailable, "sequencer: commit map subscription ended (slow reader or leader change)")
+			}
+			if err := stream.Send(commitFrame(l.epoch, recs)); err != nil {
+				return err
+			}
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
+	}
+}
+
+func commitFrame(epoch uint64, recs []EpochRecord) *pb.CommitMapFrame {
+	f := &pb.CommitMapFrame{Epoch: epoch, Records: make([]*pb.CommitRecord, len(recs))}
+	for i, r := range recs {
+		f.Records[i] = RecordToProto(r)
+	}
+	return f
+}
+
+// RecordToProto converts a commit record for the commit-map stream.
+func RecordToProto(r EpochRecord) *pb.CommitRecord {
+	out := &pb.CommitRecord{Epoch: r.Epoch}
+	switch r.Kind {
+	case KindWritten:
+		out.Kind, out.LedgerId, out.EntryId = pb.RecordKind_WRITTEN, r.Ledger, r.Entry
+		out.Range = &pb.Range{First: r.Range.First, End: r.Range.End}
+	case KindHole:
+		out.Kind = pb.RecordKind_HOLE
+		out.Range = &pb.Range{First: r.Range.First, End: r.Range.End}
+	case KindWatermark:
+		out.Kind, out.Watermark = pb.RecordKind_WATERMARK, r.Watermark
+	}
+	return out
+}
+
+// RecordFromProto converts a commit-map stream record back.
+func RecordFromProto(p *pb.CommitRecord) EpochRecord {
+	r := EpochRecord{Epoch: p.Epoch}
+	switch p.Kind {
+	case pb.RecordKind_WRITTEN:
+		r.Kind, r.Ledger, r.Entry, r.Range = KindWritten, p.LedgerId, p.EntryId, rangeFromProto(p.Range)
+	case pb.RecordKind_HOLE:
+		r.Kind, r.Range = KindHole, rangeFromProto(p.Range)
+	case pb.RecordKind_WATERMARK:
+		r.Kind, r.Watermark = KindWatermark, p.Watermark
+	}
+	return r
+}
