@@ -7,6 +7,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	"orderlog/proto/walpb"
 )
@@ -193,51 +194,103 @@ func (r *recovery) readAll(ctx context.Context, entry int64) []entryRead {
 }
 
 // rollForward copies the holder's entry to every store not holding it and
-// reports whether A stores now hold it.
+// reports whether A stores now hold it. A store lacking earlier entries
+// (it lagged, or held them only before they were rolled forward elsewhere)
+// refuses with a gap: it is backfilled from the other stores first, as
+// stores hold dense prefixes.
 func (r *recovery) rollForward(ctx context.Context, entry int64, reads []entryRead, holder int) bool {
 	holders := make([]bool, len(r.clients))
+	copyOf := &walpb.AddEntry{
+		LedgerId: r.meta.ID, EntryId: entry, Span: reads[holder].span, Lac: entry - 1,
+		Payload: reads[holder].payload, Recovery: true, RequestId: uint64(entry),
+	}
 	var wg sync.WaitGroup
-	for i, c := range r.clients {
+	for i := range r.clients {
 		if reads[i].answer == answerPresent {
 			holders[i] = true
 			continue
 		}
+		if reads[i].answer == answerUnknown {
+			continue // a newer incarnation or a damaged copy: it cannot hold it for this ledger
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			holders[i] = r.addOne(ctx, i, c, entry, reads[holder])
+			code := r.addAll(ctx, i, []*walpb.AddEntry{copyOf})
+			if code == walpb.AddCode_ADD_GAP {
+				code = r.backfill(ctx, i, entry, copyOf)
+			}
+			holders[i] = code == walpb.AddCode_ADD_OK
 		}()
 	}
 	wg.Wait()
 	return rolledForward(holders, r.meta.A)
 }
 
-func (r *recovery) addOne(ctx context.Context, i int, c walpb.WALClient, entry int64, held entryRead) bool {
-	ctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
-	defer cancel()
-	stream, err := c.AddEntries(ctx)
-	if err != nil {
-		return false
+// backfill copies to store i the entries between its last one and entry,
+// then entry itself.
+func (r *recovery) backfill(ctx context.Context, i int, entry int64, copyOf *walpb.AddEntry) walpb.AddCode {
+	cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+	resp, err := r.clients[i].LastEntry(cctx, &walpb.LastEntryRequest{LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation})
+	cancel()
+	if err != nil || resp.Status != walpb.EntryStatus_PRESENT || resp.LastEntry >= entry {
+		return walpb.AddCode_ADD_CODE_UNSPECIFIED
 	}
-	err = stream.Send(&walpb.AddEntriesRequest{Entries: []*walpb.AddEntry{{
-		LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation, EntryId: entry,
-		Span: held.span, Lac: entry - 1, Payload: held.payload, Recovery: true, RequestId: uint64(entry),
-	}}})
+	rd := &Reader{meta: r.meta, clients: r.clients, bound: entry - 1, opts: ReaderOptions{CallTimeout: r.opts.CallTimeout}}
+	var batch []*walpb.AddEntry
+	for id := resp.LastEntry + 1; id < entry; id++ {
+		e, err := rd.Read(ctx, id)
+		if err != nil {
+			return walpb.AddCode_ADD_CODE_UNSPECIFIED
+		}
+		batch = append(batch, &walpb.AddEntry{
+			LedgerId: r.meta.ID, EntryId: id, Span: e.Span.proto(), Lac: id - 1,
+			Payload: e.Payload, Recovery: true, RequestId: uint64(id),
+		})
+	}
+	return r.addAll(ctx, i, append(batch, copyOf))
+}
+
+// addAll appends entries (recovery adds, in order) to store i on one stream
+// and returns ADD_OK if all were acked, or the first other code.
+func (r *recovery) addAll(ctx context.Context, i int, entries []*walpb.AddEntry) walpb.AddCode {
+	timeout := r.opts.CallTimeout * time.Duration(1+len(entries)/256)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stream, err := r.clients[i].AddEntries(ctx)
 	if err != nil {
-		return false
+		return walpb.AddCode_ADD_CODE_UNSPECIFIED
+	}
+	pending := make(map[int64]bool, len(entries))
+	for start := 0; start < len(entries); start += 256 {
+		frame := make([]*walpb.AddEntry, 0, 256)
+		for _, e := range entries[start:min(start+256, len(entries))] {
+			e := proto.Clone(e).(*walpb.AddEntry)
+			e.StoreIncarnation = r.meta.Ensemble[i].Incarnation
+			frame = append(frame, e)
+			pending[e.EntryId] = true
+		}
+		if err := stream.Send(&walpb.AddEntriesRequest{Entries: frame}); err != nil {
+			return walpb.AddCode_ADD_CODE_UNSPECIFIED
+		}
 	}
 	_ = stream.CloseSend()
-	for {
+	for len(pending) > 0 {
 		resp, err := stream.Recv()
 		if err != nil {
-			return false
+			return walpb.AddCode_ADD_CODE_UNSPECIFIED
 		}
 		for _, res := range resp.Results {
-			if res.LedgerId == r.meta.ID && res.EntryId == entry {
-				return res.Code == walpb.AddCode_ADD_OK
+			if res.LedgerId != r.meta.ID || !pending[res.EntryId] {
+				continue
 			}
+			if res.Code != walpb.AddCode_ADD_OK {
+				return res.Code
+			}
+			delete(pending, res.EntryId)
 		}
 	}
+	return walpb.AddCode_ADD_OK
 }
 
 func (r *recovery) pause(ctx context.Context) error {

@@ -190,9 +190,18 @@ func (w *Writer) failLocked(err error) {
 // confirmed offset hull and wakes waiters and the dispatcher.
 func (w *Writer) onAckLocked(l *storeLink, entry int64) {
 	l.lastProgress = time.Now()
-	l.ackedThrough = max(l.ackedThrough, entry)
 	before := w.mu.tracker.lac
-	if w.mu.tracker.ack(l.index, entry) {
+	// A store holds a dense prefix of the ledger (it refuses gaps), so its
+	// ack of entry is an ack of every entry before it too. Crediting the
+	// prefix matters when an earlier reply was lost with a broken stream
+	// while a later one arrived (replies can be reordered), since the
+	// stream is resent only from ackedThrough+1.
+	advanced := false
+	for id := max(l.ackedThrough+1, before+1); id <= entry; id++ {
+		advanced = w.mu.tracker.ack(l.index, id) || advanced
+	}
+	l.ackedThrough = max(l.ackedThrough, entry)
+	if advanced {
 		base := w.mu.retained[0].id
 		for id := before + 1; id <= w.mu.tracker.lac; id++ {
 			if s := w.mu.retained[id-base].span; !s.Empty() {

@@ -1,0 +1,168 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/proto/walpb"
+)
+
+// testCluster is embedded etcd plus store slots behind a fault network.
+type testCluster struct {
+	cli    *clientv3.Client
+	slots  []*storeSlot
+	net    *faultNet
+	epoch  int64
+	writer string
+}
+
+func newTestCluster(t testing.TB, stores int, seed uint64) *testCluster {
+	t.Helper()
+	c := &testCluster{cli: startEtcd(t), epoch: 3, writer: "ingest-1"}
+	setEpochAndWriter(t, c.cli, c.epoch, c.writer)
+	open := testBackend(t)
+	for i := range stores {
+		c.slots = append(c.slots, newSlot(t, fmt.Sprintf("slot-%d", i), open))
+	}
+	c.net = newFaultNet(seed, c.slots)
+	return c
+}
+
+func (c *testCluster) ensemble() []Member {
+	var ms []Member
+	for _, s := range c.slots {
+		ms = append(ms, s.member())
+	}
+	return ms
+}
+
+func (c *testCluster) create(t testing.TB, ackQuorum, tolerate int, o WriterOptions) *Writer {
+	t.Helper()
+	w, err := Create(context.Background(), c.cli, CreateOptions{
+		Epoch: c.epoch, WriterIncarnation: c.writer, Ensemble: c.ensemble(),
+		AckQuorum: ackQuorum, Tolerate: tolerate, Stores: c.net.dialer("writer"), Writer: o,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// payloadFor is the content of entry id of a ledger: distinct per entry,
+// of varying length.
+func payloadFor(ledgerID uint64, id int64) []byte {
+	head := fmt.Sprintf("ledger %d entry %d|", ledgerID, id)
+	return append([]byte(head), bytes.Repeat([]byte{byte('a' + id%26)}, int(id%97))...)
+}
+
+// spanFor gives entry id the offsets [10·id, 10·id+10), except every
+// seventh entry, which carries none.
+func spanFor(id int64) Span {
+	if id%7 == 6 {
+		return Span{}
+	}
+	return Span{First: uint64(10 * id), End: uint64(10*id + 10)}
+}
+
+// checkClosedLedger verifies the closed ledger is a dense prefix of what
+// the writer appended: every entry 0..last readable with its bytes and
+// span, and the recorded offset range is the hull of their spans.
+func checkClosedLedger(t testing.TB, ctx context.Context, c *testCluster, m Metadata) {
+	t.Helper()
+	r, err := OpenReader(ctx, c.cli, m.ID, ReaderOptions{Stores: c.net.dialer("checker")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := int64(0)
+	var first, end uint64
+	seen := false
+	err = r.Scan(ctx, 0, m.LastEntry, func(e Entry) error {
+		if e.ID != next {
+			return fmt.Errorf("entry %d where %d expected", e.ID, next)
+		}
+		if !bytes.Equal(e.Payload, payloadFor(m.ID, e.ID)) || e.Span != spanFor(e.ID) {
+			return fmt.Errorf("entry %d has the wrong content", e.ID)
+		}
+		if !e.Span.Empty() {
+			if !seen {
+				first, seen = e.Span.First, true
+			}
+			end = e.Span.End
+		}
+		next++
+		return nil
+	})
+	if err != nil {
+		for i, sl := range c.slots {
+			if cl, ok := sl.client(); ok {
+				last, lerr := cl.LastEntry(ctx, &walpb.LastEntryRequest{LedgerId: m.ID, StoreIncarnation: m.Ensemble[i].Incarnation})
+				t.Logf("slot %s: %v %v", sl.name, last, lerr)
+			}
+		}
+		t.Fatalf("closed ledger %d (last %d) not a dense readable prefix: %v", m.ID, m.LastEntry, err)
+	}
+	if m.FirstOffset != first || m.EndOffset != end {
+		t.Fatalf("ledger %d offsets [%d, %d), entries span [%d, %d)", m.ID, m.FirstOffset, m.EndOffset, first, end)
+	}
+	if _, err := r.Read(ctx, m.LastEntry+1); err == nil {
+		t.Fatalf("reader served entry %d beyond last %d", m.LastEntry+1, m.LastEntry)
+	}
+}
+
+func TestWriteConfirmCloseRead(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	ctx := context.Background()
+	var reported []int64
+	w := c.create(t, 2, 1, WriterOptions{MaxFrameEntries: 8, OnConfirm: func(lac int64) { reported = append(reported, lac) }})
+	const n = 300
+	for i := range int64(n) {
+		id, err := w.Append(payloadFor(w.ID(), i), spanFor(i))
+		if err != nil || id != i {
+			t.Fatalf("Append %d = %d, %v", i, id, err)
+		}
+	}
+	if err := w.WaitConfirmed(ctx, n-1); err != nil {
+		t.Fatal(err)
+	}
+	m, err := w.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.State != StateClosed || m.LastEntry != n-1 {
+		t.Fatalf("closed metadata %+v", m)
+	}
+	for i := 1; i < len(reported); i++ {
+		if reported[i] <= reported[i-1] {
+			t.Fatalf("OnConfirm went %d then %d", reported[i-1], reported[i])
+		}
+	}
+	if len(reported) == 0 || reported[len(reported)-1] != n-1 {
+		t.Fatalf("OnConfirm reports %v, last should be %d", reported, n-1)
+	}
+	checkClosedLedger(t, ctx, c, m)
+	again, err := Recover(ctx, c.cli, m.ID, RecoverOptions{Stores: c.net.dialer("recovery")})
+	if err != nil || again.LastEntry != m.LastEntry || again.ModRevision != m.ModRevision {
+		t.Fatalf("Recover of a closed ledger = %+v, %v", again, err)
+	}
+	if _, err := w.Append(nil, Span{}); err != ErrClosed {
+		t.Fatalf("Append after Close: %v", err)
+	}
+}
+
+func TestAppendRejectsBackwardSpan(t *testing.T) {
+	c := newTestCluster(t, 1, 1)
+	w := c.create(t, 1, 0, WriterOptions{})
+	if _, err := w.Append([]byte("a"), Span{First: 10, End: 20}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Append([]byte("b"), Span{First: 15, End: 30}); err == nil {
+		t.Fatal("span starting before the previous end accepted")
+	}
+	if _, err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

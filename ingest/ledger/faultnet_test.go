@@ -1,0 +1,416 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"orderlog/proto/walpb"
+)
+
+// faultNet is the fault-injecting transport: a Dialer per actor (writer,
+// recoverers, readers) whose clients implement walpb.WALClient over the
+// slots' real gRPC clients, and drop, delay and reorder replies, partition
+// an actor from a slot, and see crashed slots as unreachable. Every reply
+// the stores give passes through it, so it also checks that no store
+// answered ABSENT for an entry it had acknowledged.
+type faultNet struct {
+	slots map[string]*storeSlot
+	// Probabilities per reply.
+	dropRate, delayRate, reorderRate float64
+	maxDelay                         time.Duration
+
+	mu struct {
+		sync.Mutex
+		rng         *rand.Rand
+		partitioned map[[2]string]bool
+		streams     map[[2]string]map[*faultStream]bool
+		// acked holds, for entries a store incarnation acknowledged, the
+		// event number at which the ack was seen.
+		acked map[heldKey]uint64
+		// events numbers observations, so a read is compared only with acks
+		// seen before it was sent (a reply can be seen after a later ack).
+		events uint64
+		// closedAt is the last entry a store incarnation was told a ledger closed at.
+		closedAt   map[heldKey]int64
+		violations []string
+	}
+}
+
+type heldKey struct {
+	slot        string
+	incarnation uint64
+	ledger      uint64
+	entry       int64 // -1 in closedAt keys
+}
+
+func newFaultNet(seed uint64, slots []*storeSlot) *faultNet {
+	n := &faultNet{slots: make(map[string]*storeSlot)}
+	for _, s := range slots {
+		n.slots[s.name] = s
+	}
+	n.mu.rng = rand.New(rand.NewPCG(seed, 0x5eed))
+	n.mu.partitioned = make(map[[2]string]bool)
+	n.mu.streams = make(map[[2]string]map[*faultStream]bool)
+	n.mu.acked = make(map[heldKey]uint64)
+	n.mu.closedAt = make(map[heldKey]int64)
+	return n
+}
+
+func (n *faultNet) dialer(actor string) Dialer {
+	return DialerFunc(func(m Member) (walpb.WALClient, error) {
+		if _, ok := n.slots[m.Address]; !ok {
+			return nil, fmt.Errorf("no slot %q", m.Address)
+		}
+		return &faultClient{net: n, actor: actor, slot: m.Address}, nil
+	})
+}
+
+// partition cuts (or heals) the actor from the slot; open streams break.
+func (n *faultNet) partition(actor, slot string, cut bool) {
+	n.mu.Lock()
+	n.mu.partitioned[[2]string{actor, slot}] = cut
+	var victims []*faultStream
+	if cut {
+		for s := range n.mu.streams[[2]string{actor, slot}] {
+			victims = append(victims, s)
+		}
+	}
+	n.mu.Unlock()
+	for _, s := range victims {
+		s.cancel()
+	}
+}
+
+func (n *faultNet) chance(p float64) bool {
+	if p <= 0 {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.rng.Float64() < p
+}
+
+func (n *faultNet) delay() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return time.Duration(n.mu.rng.Int64N(int64(n.maxDelay) + 1))
+}
+
+var errUnreachable = status.Error(codes.Unavailable, "faultnet: unreachable")
+
+func (n *faultNet) route(actor, slot string) (walpb.WALClient, error) {
+	n.mu.Lock()
+	cut := n.mu.partitioned[[2]string{actor, slot}]
+	n.mu.Unlock()
+	if cut {
+		return nil, errUnreachable
+	}
+	c, ok := n.slots[slot].client()
+	if !ok {
+		return nil, errUnreachable
+	}
+	return c, nil
+}
+
+// replyFault decides the fate of a reply the store already gave.
+func (n *faultNet) replyFault(ctx context.Context) error {
+	if n.chance(n.dropRate) {
+		return status.Error(codes.Unavailable, "faultnet: reply dropped")
+	}
+	if n.chance(n.delayRate) {
+		select {
+		case <-time.After(n.delay()):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (n *faultNet) observeAck(slot string, incarnation, ledger uint64, entry int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := heldKey{slot, incarnation, ledger, entry}
+	if _, ok := n.mu.acked[k]; !ok {
+		n.mu.events++
+		n.mu.acked[k] = n.mu.events
+	}
+}
+
+// now is the event number a read takes before it is sent.
+func (n *faultNet) now() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mu.events++
+	return n.mu.events
+}
+
+// observeRead checks an ABSENT answer against the acks seen before the
+// read was sent (at event sentAt).
+func (n *faultNet) observeRead(sentAt uint64, slot string, incarnation, ledger uint64, entry int64, s walpb.EntryStatus) {
+	if s != walpb.EntryStatus_ABSENT {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if at, ok := n.mu.acked[heldKey{slot, incarnation, ledger, entry}]; !ok || at > sentAt {
+		return
+	}
+	if last, closed := n.mu.closedAt[heldKey{slot, incarnation, ledger, -1}]; closed && entry > last {
+		return // dropped because the ledger closed before it
+	}
+	n.mu.violations = append(n.mu.violations,
+		fmt.Sprintf("store %s incarnation %d answered ABSENT for ledger %d entry %d it had acknowledged", slot, incarnation, ledger, entry))
+}
+
+func (n *faultNet) observeClose(slot string, incarnation, ledger uint64, last int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := heldKey{slot, incarnation, ledger, -1}
+	if prev, ok := n.mu.closedAt[k]; !ok || last < prev {
+		n.mu.closedAt[k] = last
+	}
+}
+
+func (n *faultNet) violations() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.mu.violations...)
+}
+
+// faultClient is one actor's view of one slot.
+type faultClient struct {
+	net   *faultNet
+	actor string
+	slot  string
+}
+
+func (c *faultClient) ReadEntry(ctx context.Context, in *walpb.ReadEntryRequest, opts ...grpc.CallOption) (*walpb.ReadEntryResponse, error) {
+	cl, err := c.net.route(c.actor, c.slot)
+	if err != nil {
+		return nil, err
+	}
+	sentAt := c.net.now()
+	resp, err := cl.ReadEntry(ctx, in, opts...)
+	if err != nil {
+		return nil, err
+	}
+	c.net.observeRead(sentAt, c.slot, in.StoreIncarnation, in.LedgerId, in.EntryId, resp.Status)
+	return resp, c.net.replyFault(ctx)
+}
+
+func (c *faultClient) ReadEntries(ctx context.Context, in *walpb.ReadEntriesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[walpb.ReadEntryResponse], error) {
+	cl, err := c.net.route(c.actor, c.slot)
+	if err != nil {
+		return nil, err
+	}
+	sentAt := c.net.now()
+	stream, err := cl.ReadEntries(ctx, in, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &faultReadStream{ServerStreamingClient: stream, client: c, req: in, ctx: ctx, sentAt: sentAt}, nil
+}
+
+type faultReadStream struct {
+	grpc.ServerStreamingClient[walpb.ReadEntryResponse]
+	client *faultClient
+	req    *walpb.ReadEntriesRequest
+	ctx    context.Context
+	sentAt uint64
+}
+
+func (s *faultReadStream) Recv() (*walpb.ReadEntryResponse, error) {
+	resp, err := s.ServerStreamingClient.Recv()
+	if err != nil {
+		return nil, err
+	}
+	s.client.net.observeRead(s.sentAt, s.client.slot, s.req.StoreIncarnation, s.req.LedgerId, resp.EntryId, resp.Status)
+	return resp, s.client.net.replyFault(s.ctx)
+}
+
+func (c *faultClient) LastEntry(ctx context.Context, in *walpb.LastEntryRequest, opts ...grpc.CallOption) (*walpb.LastEntryResponse, error) {
+	cl, err := c.net.route(c.actor, c.slot)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cl.LastEntry(ctx, in, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return resp, c.net.replyFault(ctx)
+}
+
+func (c *faultClient) Fence(ctx context.Context, in *walpb.FenceRequest, opts ...grpc.CallOption) (*walpb.FenceResponse, error) {
+	cl, err := c.net.route(c.actor, c.slot)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cl.Fence(ctx, in, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return resp, c.net.replyFault(ctx)
+}
+
+func (c *faultClient) CloseLedger(ctx context.Context, in *walpb.CloseLedgerRequest, opts ...grpc.CallOption) (*walpb.CloseLedgerResponse, error) {
+	cl, err := c.net.route(c.actor, c.slot)
+	if err != nil {
+		return nil, err
+	}
+	c.net.observeClose(c.slot, in.StoreIncarnation, in.LedgerId, in.LastEntry)
+	resp, err := cl.CloseLedger(ctx, in, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return resp, c.net.replyFault(ctx)
+}
+
+func (c *faultClient) DeleteLedger(ctx context.Context, in *walpb.DeleteLedgerRequest, opts ...grpc.CallOption) (*walpb.DeleteLedgerResponse, error) {
+	cl, err := c.net.route(c.actor, c.slot)
+	if err != nil {
+		return nil, err
+	}
+	return cl.DeleteLedger(ctx, in, opts...)
+}
+
+func (c *faultClient) Info(ctx context.Context, in *walpb.InfoRequest, opts ...grpc.CallOption) (*walpb.InfoResponse, error) {
+	cl, err := c.net.route(c.actor, c.slot)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Info(ctx, in, opts...)
+}
+
+func (c *faultClient) AddEntries(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[walpb.AddEntriesRequest, walpb.AddEntriesResponse], error) {
+	cl, err := c.net.route(c.actor, c.slot)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := cl.AddEntries(ctx, opts...)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s := &faultStream{BidiStreamingClient: stream, client: c, ctx: ctx, cancel: cancel,
+		frames: make(chan frameOrErr, 64), incarnations: make(map[int64]uint64)}
+	key := [2]string{c.actor, c.slot}
+	c.net.mu.Lock()
+	if c.net.mu.streams[key] == nil {
+		c.net.mu.streams[key] = make(map[*faultStream]bool)
+	}
+	c.net.mu.streams[key][s] = true
+	c.net.mu.Unlock()
+	go s.pump(key)
+	return s, nil
+}
+
+type frameOrErr struct {
+	resp *walpb.AddEntriesResponse
+	err  error
+}
+
+// faultStream wraps one AddEntries stream. A pump goroutine reads the
+// store's replies (recording acks as the store gave them); Recv then drops
+// (breaking the stream, as a lost connection does), delays or reorders them.
+type faultStream struct {
+	grpc.BidiStreamingClient[walpb.AddEntriesRequest, walpb.AddEntriesResponse]
+	client *faultClient
+	ctx    context.Context
+	cancel context.CancelFunc
+	frames chan frameOrErr
+	held   *frameOrErr
+	imu    sync.Mutex
+	// incarnations: entry id → incarnation the request named.
+	incarnations map[int64]uint64
+}
+
+func (s *faultStream) pump(key [2]string) {
+	defer func() {
+		s.client.net.mu.Lock()
+		delete(s.client.net.mu.streams[key], s)
+		s.client.net.mu.Unlock()
+	}()
+	for {
+		resp, err := s.BidiStreamingClient.Recv()
+		if err == nil {
+			s.imu.Lock()
+			for _, r := range resp.Results {
+				if r.Code == walpb.AddCode_ADD_OK {
+					s.client.net.observeAck(s.client.slot, s.incarnations[r.EntryId], r.LedgerId, r.EntryId)
+				}
+			}
+			s.imu.Unlock()
+		}
+		select {
+		case s.frames <- frameOrErr{resp, err}:
+		case <-s.ctx.Done():
+			if err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *faultStream) Send(req *walpb.AddEntriesRequest) error {
+	if _, err := s.client.net.route(s.client.actor, s.client.slot); err != nil {
+		s.cancel()
+		return err
+	}
+	s.imu.Lock()
+	for _, e := range req.Entries {
+		s.incarnations[e.EntryId] = e.StoreIncarnation
+	}
+	s.imu.Unlock()
+	return s.BidiStreamingClient.Send(req)
+}
+
+func (s *faultStream) Recv() (*walpb.AddEntriesResponse, error) {
+	var f frameOrErr
+	if s.held != nil {
+		f, s.held = *s.held, nil
+	} else {
+		select {
+		case f = <-s.frames:
+		case <-s.ctx.Done():
+			return nil, s.ctx.Err()
+		}
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	net := s.client.net
+	if net.chance(net.reorderRate) {
+		select {
+		case g := <-s.frames:
+			if g.err == nil {
+				s.held = &f
+				f = g
+			} else {
+				s.held = &g
+			}
+		default:
+		}
+		net.mu.Lock()
+		net.mu.rng.Shuffle(len(f.resp.Results), func(i, j int) {
+			f.resp.Results[i], f.resp.Results[j] = f.resp.Results[j], f.resp.Results[i]
+		})
+		net.mu.Unlock()
+	}
+	if err := net.replyFault(s.ctx); err != nil {
+		s.cancel()
+		return nil, err
+	}
+	return f.resp, nil
+}
