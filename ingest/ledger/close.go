@@ -83,3 +83,19 @@ func closeOnStores(ctx context.Context, m Metadata, clients []walpb.WALClient) {
 	}
 	wg.Wait()
 }
+
+// Unconfirmed returns, after Close, the entries the writer appended beyond
+// the closed ledger's last entry, in id order, so the caller can write them
+// again into a new ledger (ingest re-grants their messages; the sequencer
+// re-appends its commit records). Entries ≤ last are in the ledger.
+func (w *Writer) Unconfirmed(last int64) []Entry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []Entry
+	for _, e := range w.mu.retained {
+		if e.id > last {
+			out = append(out, Entry{ID: e.id, Span: e.span, Payload: e.payload})
+		}
+	}
+	return out
+}

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -106,36 +105,4 @@ func (s *storeSlot) member() Member {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Member{StoreID: s.mu.backend.storeID(), Incarnation: s.mu.backend.incarnation(), Address: s.name}
-}
-
-// memBackend wraps the in-memory test double. Its data survives a restart
-// (as fsynced data does) and is lost by a wipe.
-type memBackends struct {
-	mu     sync.Mutex
-	stores map[string]*memStore
-	next   uint64
-}
-
-type memBackend struct{ store *memStore }
-
-func (b memBackend) server() walpb.WALServer { return b.store }
-func (b memBackend) storeID() string         { return b.store.id }
-func (b memBackend) incarnation() uint64     { return b.store.incarnation }
-func (b memBackend) shutdown()               {}
-
-func (m *memBackends) open(_ testing.TB, dir string) storeBackend {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	marker := dir + "/MEMSTORE"
-	if _, err := os.Stat(marker); err == nil {
-		return memBackend{m.stores[dir]}
-	}
-	m.next++
-	s := newMemStore(fmt.Sprintf("mem-%d", m.next), 1000+m.next)
-	if m.stores == nil {
-		m.stores = make(map[string]*memStore)
-	}
-	m.stores[dir] = s
-	_ = os.WriteFile(marker, nil, 0o644)
-	return memBackend{s}
 }
