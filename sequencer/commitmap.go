@@ -16,7 +16,10 @@ type commitMap struct {
 	retain int
 	mu     struct {
 		sync.Mutex
-		records   []EpochRecord // Written and Hole only
+		// blocks hold the Written and Hole records in log order, in
+		// blocks of blockSize so appending and trimming never copy them.
+		blocks    [][]EpochRecord
+		count     int
 		floor     uint64
 		published EpochRecord // the latest Watermark
 		subs      map[*subscriber]struct{}
@@ -33,7 +36,9 @@ type subscriber struct {
 
 func newCommitMap(retain int, replayed []EpochRecord, c0, epoch uint64) *commitMap {
 	cm := &commitMap{retain: retain}
-	cm.mu.records = append([]EpochRecord(nil), replayed...)
+	for _, r := range replayed {
+		cm.appendLocked(r)
+	}
 	cm.mu.published = EpochRecord{Epoch: epoch, Record: Record{Kind: KindWatermark, Watermark: c0}}
 	cm.mu.subs = make(map[*subscriber]struct{})
 	cm.trimLocked()
@@ -51,7 +56,7 @@ func (cm *commitMap) add(recs []EpochRecord) {
 			}
 			continue
 		}
-		cm.mu.records = append(cm.mu.records, r)
+		cm.appendLocked(r)
 	}
 	cm.trimLocked()
 	for s := range cm.mu.subs {
@@ -73,18 +78,30 @@ func (cm *commitMap) add(recs []EpochRecord) {
 	}
 }
 
-// trimLocked drops the oldest half once more than retain records are kept.
-// The floor becomes the highest end among dropped records, so no dropped
-// record decides an offset at or above it.
+const blockSize = 4096
+
+func (cm *commitMap) appendLocked(r EpochRecord) {
+	n := len(cm.mu.blocks)
+	if n == 0 || len(cm.mu.blocks[n-1]) == blockSize {
+		cm.mu.blocks = append(cm.mu.blocks, make([]EpochRecord, 0, blockSize))
+		n++
+	}
+	cm.mu.blocks[n-1] = append(cm.mu.blocks[n-1], r)
+	cm.mu.count++
+}
+
+// trimLocked drops the oldest blocks while more than retain records are
+// kept. The floor becomes the highest end among dropped records, so no
+// dropped record decides an offset at or above it.
 func (cm *commitMap) trimLocked() {
-	if len(cm.mu.records) <= cm.retain {
-		return
+	for len(cm.mu.blocks) > 1 && cm.mu.count-len(cm.mu.blocks[0]) >= cm.retain {
+		for _, r := range cm.mu.blocks[0] {
+			cm.mu.floor = max(cm.mu.floor, r.Range.End)
+		}
+		cm.mu.count -= len(cm.mu.blocks[0])
+		cm.mu.blocks[0] = nil
+		cm.mu.blocks = cm.mu.blocks[1:]
 	}
-	drop := len(cm.mu.records) - cm.retain/2
-	for _, r := range cm.mu.records[:drop] {
-		cm.mu.floor = max(cm.mu.floor, r.Range.End)
-	}
-	cm.mu.records = append([]EpochRecord(nil), cm.mu.records[drop:]...)
 }
 
 // subscribe returns the retained records deciding offsets ≥ from, the
@@ -99,9 +116,11 @@ func (cm *commitMap) subscribe(from uint64) (*subscriber, []EpochRecord, error) 
 		return nil, nil, ErrBelowRetention
 	}
 	var snap []EpochRecord
-	for _, r := range cm.mu.records {
-		if r.Range.End > from {
-			snap = append(snap, r)
+	for _, b := range cm.mu.blocks {
+		for _, r := range b {
+			if r.Range.End > from {
+				snap = append(snap, r)
+			}
 		}
 	}
 	snap = append(snap, cm.mu.published)

@@ -218,7 +218,7 @@ func NewMachine(cfg MachineConfig, t Takeover, now time.Duration) (*Machine, err
 		watermarkEmitted: t.C0,
 		published:        t.C0,
 	}
-	m.res = reservation{end: t.Reserved, blockStart: t.Reserved, rateStart: now}
+	m.res = reservation{end: t.Reserved, rateStart: now}
 	m.out.Published, m.out.HasPublished = t.C0, true
 	if t.Reserved > t.C0 {
 		m.segs.push(segment{Range: Range{t.C0, t.Reserved}})

@@ -12,7 +12,7 @@ type Reservation struct {
 // reservation tracks the current epoch's reserved block and recent traffic.
 type reservation struct {
 	end        uint64 // R: exclusive end of what this epoch may grant
-	blockStart uint64 // start of the latest block [blockStart, end)
+	lastBlock  uint64 // size of the latest extension (0 before the first)
 	inFlight   bool   // a Reserve is out and unanswered
 	demand     uint64 // offsets queued requests wait for
 	granted    uint64 // offsets granted since rateStart
@@ -35,7 +35,7 @@ func (m *Machine) ReservationExtended(newEnd uint64) {
 	if m.phase == phaseDeposed || newEnd <= m.res.end {
 		return
 	}
-	m.res.blockStart, m.res.end = m.res.end, newEnd
+	m.res.lastBlock, m.res.end = newEnd-m.res.end, newEnd
 	if m.phase == phaseReserving {
 		m.phase = phaseServing
 	}
@@ -52,9 +52,9 @@ func (m *Machine) maybeReserve() {
 	if m.res.inFlight || (m.phase != phaseServing && m.phase != phaseReserving) {
 		return
 	}
-	used := m.nextOffset - m.res.blockStart
-	size := m.res.end - m.res.blockStart
-	need := m.phase == phaseReserving || m.res.demand > 0 || used*2 >= size
+	// Half of the latest block used: at most half of it remains.
+	remaining := m.res.end - min(m.nextOffset, m.res.end)
+	need := m.phase == phaseReserving || m.res.demand > 0 || remaining*2 <= m.res.lastBlock
 	if !need {
 		return
 	}

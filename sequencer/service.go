@@ -32,6 +32,7 @@ type grantStream struct {
 	wake        chan struct{}
 	done        chan struct{}
 	endOnce     sync.Once
+	sendMu      sync.Mutex // one Send at a time: the receiving goroutine flushes too
 	mu          struct {
 		sync.Mutex
 		grants []*pb.GrantReply
@@ -71,6 +72,17 @@ func (s *grantStream) take() ([]*pb.GrantReply, []*pb.CloseLedgerRequest) {
 	return g, c
 }
 
+// flush sends everything queued, in order, as one frame.
+func (s *grantStream) flush(send func(*pb.SequencerFrame) error, epoch uint64) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	grants, closes := s.take()
+	if len(grants)+len(closes) == 0 {
+		return nil
+	}
+	return send(&pb.SequencerFrame{Epoch: epoch, Grants: grants, Close: closes})
+}
+
 // Grant implements the grant session of one ingest incarnation.
 func (svc *Service) Grant(stream grpc.BidiStreamingServer[pb.IngestFrame, pb.SequencerFrame]) error {
 	first, err := stream.Recv()
@@ -103,6 +115,12 @@ func (svc *Service) Grant(stream grpc.BidiStreamingServer[pb.IngestFrame, pb.Seq
 				return
 			}
 			l.onFrame(s, f)
+			// Replies to this frame usually exist now: send them from
+			// here, saving a hand-off to the handler goroutine.
+			if err := s.flush(stream.Send, l.epoch); err != nil {
+				recvErr <- err
+				return
+			}
 		}
 	}()
 	for {
@@ -116,11 +134,7 @@ func (svc *Service) Grant(stream grpc.BidiStreamingServer[pb.IngestFrame, pb.Seq
 		case <-stream.Context().Done():
 			return stream.Context().Err()
 		case <-s.wake:
-			grants, closes := s.take()
-			if len(grants)+len(closes) == 0 {
-				continue
-			}
-			if err := stream.Send(&pb.SequencerFrame{Epoch: l.epoch, Grants: grants, Close: closes}); err != nil {
+			if err := s.flush(stream.Send, l.epoch); err != nil {
 				return err
 			}
 		}
