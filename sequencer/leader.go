@@ -34,6 +34,7 @@ type leader struct {
 		streams map[SessionID]*grantStream
 		byInc   map[string]*grantStream
 		pending []pendingCommit // appended commit entries not yet confirmed
+		unsent  []Record        // records waiting for an append slot (group commit)
 		deposed bool
 	}
 }
@@ -90,6 +91,20 @@ func (l *leader) applyConfirmed(lac int64) {
 	l.mu.pending = l.mu.pending[i:]
 	l.mu.m.Confirmed(maxSeq)
 	l.handleLocked()
+	l.flushCommitsLocked()
+}
+
+// maxCommitsInFlight bounds the commit entries appended but not confirmed;
+// records produced meanwhile wait and go out together in the next entry
+// (group commit: under load entries grow instead of multiplying).
+const maxCommitsInFlight = 2
+
+func (l *leader) flushCommitsLocked() {
+	if len(l.mu.unsent) == 0 || len(l.mu.pending) >= maxCommitsInFlight || l.mu.deposed {
+		return
+	}
+	l.appendLocked(l.mu.unsent)
+	l.mu.unsent = l.mu.unsent[:0]
 }
 
 // handleLocked carries out the machine's Ready.
@@ -98,13 +113,17 @@ func (l *leader) handleLocked() {
 	if rd.Empty() {
 		return
 	}
-	for _, g := range rd.Grants {
+	// One allocation for all replies of this Ready, not two per grant.
+	replies := make([]pb.GrantReply, len(rd.Grants))
+	ranges := make([]pb.Range, len(rd.Grants))
+	for i, g := range rd.Grants {
 		if s := l.mu.streams[g.Session]; s != nil {
-			s.queueGrant(grantToProto(g, l.mu.m.Lease()))
+			s.queueGrant(grantToProto(&replies[i], &ranges[i], g, l.mu.m.Lease()))
 		}
 	}
 	if len(rd.Records) > 0 && !l.mu.deposed {
-		l.appendLocked(rd.Records)
+		l.mu.unsent = append(l.mu.unsent, rd.Records...)
+		l.flushCommitsLocked()
 	}
 	for _, c := range rd.Closes {
 		s := l.mu.streams[c.Session]
@@ -245,8 +264,8 @@ func (l *leader) closeSession(s *grantStream) {
 // onFrame feeds one ingest frame to the machine. Ledgers the machine does
 // not know are looked up in etcd first (once each), outside the lock.
 func (l *leader) onFrame(s *grantStream, f *pb.IngestFrame) {
-	for _, g := range f.Grants {
-		l.learnLedger(g.LedgerId)
+	if len(f.Grants) > 0 {
+		l.learnLedgers(f.Grants)
 	}
 	l.mu.Lock()
 	now := l.now()
@@ -268,21 +287,25 @@ func (l *leader) onFrame(s *grantStream, f *pb.IngestFrame) {
 	}
 }
 
-func (l *leader) learnLedger(id uint64) {
+func (l *leader) learnLedgers(reqs []*pb.GrantRequest) {
+	var unknown []uint64
 	l.mu.Lock()
-	known := l.mu.m.KnowsLedger(id)
-	l.mu.Unlock()
-	if known {
-		return
+	for _, g := range reqs {
+		if !l.mu.m.KnowsLedger(g.LedgerId) && (len(unknown) == 0 || unknown[len(unknown)-1] != g.LedgerId) {
+			unknown = append(unknown, g.LedgerId)
+		}
 	}
-	ref, open, err := l.ctl.Lookup(l.ctx, id)
-	if err != nil || !open {
-		return // refused as unknown: the writer opens another ledger
-	}
-	l.mu.Lock()
-	l.mu.m.LedgerOpened(ref)
-	l.handleLocked()
 	l.mu.Unlock()
+	for _, id := range unknown {
+		ref, open, err := l.ctl.Lookup(l.ctx, id)
+		if err != nil || !open {
+			continue // refused as unknown: the writer opens another ledger
+		}
+		l.mu.Lock()
+		l.mu.m.LedgerOpened(ref)
+		l.handleLocked()
+		l.mu.Unlock()
+	}
 }
 
 // shutdown ends every stream and subscription and waits for the helpers.
@@ -301,11 +324,12 @@ func (l *leader) shutdown() {
 	l.commit.Close(ctx)
 }
 
-func grantToProto(g GrantReply, lease time.Duration) *pb.GrantReply {
-	out := &pb.GrantReply{RequestId: g.RequestID, LedgerId: g.Ledger, Status: statusToProto(g.Status)}
+// grantToProto fills out (and r, for a grant) from g.
+func grantToProto(out *pb.GrantReply, r *pb.Range, g GrantReply, lease time.Duration) *pb.GrantReply {
+	out.RequestId, out.LedgerId, out.Status = g.RequestID, g.Ledger, statusToProto(g.Status)
 	if g.Status == StatusGranted {
-		out.Range = &pb.Range{First: g.Range.First, End: g.Range.End}
-		out.LeaseMs = lease.Milliseconds()
+		r.First, r.End = g.Range.First, g.Range.End
+		out.Range, out.LeaseMs = r, lease.Milliseconds()
 	}
 	return out
 }

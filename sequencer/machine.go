@@ -261,12 +261,14 @@ func (m *Machine) PublishedC() uint64 { return m.published }
 // Lease is the grant lease duration carried in grant replies.
 func (m *Machine) Lease() time.Duration { return m.cfg.GrantLease }
 
-// Ready returns the accumulated outputs and resets them. The slices are
-// owned by the caller.
+// Ready returns the accumulated outputs and resets them. The slices stay
+// valid only until the next call on the machine (their arrays are reused):
+// copy what must outlive that.
 func (m *Machine) Ready() Ready {
 	m.emitWatermark()
 	r := m.out
-	m.out = Ready{}
+	m.out = Ready{Grants: r.Grants[:0], Records: r.Records[:0], Closes: r.Closes[:0],
+		Recovers: r.Recovers[:0], EndSessions: r.EndSessions[:0]}
 	return r
 }
 

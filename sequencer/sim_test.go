@@ -292,7 +292,7 @@ func (w *simWorld) ready(ld *simLeader) {
 		w.onGrant(ld, g)
 	}
 	if len(rd.Records) > 0 && ld.commit.state == simOpen {
-		ld.commit.entries = append(ld.commit.entries, simEntry{records: rd.Records, maxSeq: rd.Records[len(rd.Records)-1].Seq})
+		ld.commit.entries = append(ld.commit.entries, simEntry{records: append([]Record(nil), rd.Records...), maxSeq: rd.Records[len(rd.Records)-1].Seq})
 	}
 	for _, c := range rd.Closes {
 		w.closeQ = append(w.closeQ, c.Ledger)

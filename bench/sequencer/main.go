@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"runtime/pprof"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,8 @@ import (
 )
 
 var (
-	duration = flag.Duration("duration", 3*time.Second, "measurement time per case")
+	duration = flag.Duration("duration", time.Second, "measurement time per round")
+	rounds   = flag.Int("rounds", 5, "alternating sequencer/echo rounds per case; the median pair ratio is reported")
 	batch    = flag.Int("batch", 64, "grant requests per frame")
 	window   = flag.Int("window", 512, "grant requests in flight per stream")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -96,17 +98,31 @@ func main() {
 	go echoSrv.Serve(echoLis)
 	defer echoSrv.Stop()
 
-	fmt.Printf("frames of %d grant requests (+ Written reports), %d requests in flight per stream, %v per case\n", *batch, *window, *duration)
+	fmt.Printf("frames of %d grant requests (+ Written reports), %d requests in flight per stream, %d alternating rounds of %v\n",
+		*batch, *window, *rounds, *duration)
 	var ratios []float64
 	for _, streams := range []int{1, 8} {
-		g := run(ctx, cli, member, dialer, seqLis.Addr().String(), streams, true)
-		e := run(ctx, cli, member, dialer, echoLis.Addr().String(), streams, false)
-		fmt.Printf("streams=%d grants_per_sec=%.0f echo_per_sec=%.0f ratio=%.2f\n", streams, g, e, g/e)
-		ratios = append(ratios, g/e)
+		// Alternate the two so that load from elsewhere on the machine hits
+		// both alike; report medians.
+		var gs, es, rs []float64
+		for r := 0; r < *rounds; r++ {
+			g := run(ctx, cli, member, dialer, seqLis.Addr().String(), streams, true)
+			e := run(ctx, cli, member, dialer, echoLis.Addr().String(), streams, false)
+			gs, es, rs = append(gs, g), append(es, e), append(rs, g/e)
+		}
+		fmt.Printf("streams=%d grants_per_sec=%.0f echo_per_sec=%.0f ratio=%.2f (medians of %d rounds)\n",
+			streams, median(gs), median(es), median(rs), *rounds)
+		ratios = append(ratios, median(rs))
 	}
 	st := node.Status()
 	fmt.Printf("sequencer epoch=%d published_C=%d\n", st.Epoch, st.Published)
 	fmt.Printf("grants_vs_echo_ratio=%.2f\n", min(ratios[0], ratios[1]))
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }
 
 func check(err error) {
