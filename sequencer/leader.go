@@ -116,10 +116,20 @@ func (l *leader) handleLocked() {
 	// One allocation for all replies of this Ready, not two per grant.
 	replies := make([]pb.GrantReply, len(rd.Grants))
 	ranges := make([]pb.Range, len(rd.Grants))
+	ptrs := make([]*pb.GrantReply, len(rd.Grants))
 	for i, g := range rd.Grants {
-		if s := l.mu.streams[g.Session]; s != nil {
-			s.queueGrant(grantToProto(&replies[i], &ranges[i], g, l.mu.m.Lease()))
+		ptrs[i] = grantToProto(&replies[i], &ranges[i], g, l.mu.m.Lease())
+	}
+	// Queue each session's run of consecutive replies at once.
+	for i := 0; i < len(rd.Grants); {
+		j := i + 1
+		for j < len(rd.Grants) && rd.Grants[j].Session == rd.Grants[i].Session {
+			j++
 		}
+		if s := l.mu.streams[rd.Grants[i].Session]; s != nil {
+			s.queueGrants(ptrs[i:j])
+		}
+		i = j
 	}
 	if len(rd.Records) > 0 && !l.mu.deposed {
 		l.mu.unsent = append(l.mu.unsent, rd.Records...)

@@ -67,7 +67,16 @@ func (m *Machine) resolve(r Range, st segState, ledgerID uint64, entry int64, ol
 		return
 	}
 	live := m.segs.live()
-	for i := m.segs.find(r.First); i < len(live) && live[i].First < r.End; i++ {
+	first := m.segs.find(r.First)
+	// Fast path: r is exactly one granted segment (one grant, one entry).
+	if first < len(live) && live[first].Range == r && !live[first].resolved() &&
+		(live[first].ledger == ledgerID || older && live[first].ledger == 0) {
+		s := &live[first]
+		s.state, s.ledger, s.entry = st, ledgerID, entry
+		m.emit(s)
+		return
+	}
+	for i := first; i < len(live) && live[i].First < r.End; i++ {
 		s := live[i]
 		switch {
 		case !s.resolved() && (s.ledger == ledgerID || older && s.ledger == 0):

@@ -11,13 +11,13 @@ type Reservation struct {
 
 // reservation tracks the current epoch's reserved block and recent traffic.
 type reservation struct {
-	end        uint64 // R: exclusive end of what this epoch may grant
-	lastBlock  uint64 // size of the latest extension (0 before the first)
-	inFlight   bool   // a Reserve is out and unanswered
-	demand     uint64 // offsets queued requests wait for
-	granted    uint64 // offsets granted since rateStart
-	rateStart  time.Duration
-	rate       float64 // offsets per second over the last full window
+	end       uint64 // R: exclusive end of what this epoch may grant
+	lastBlock uint64 // size of the latest extension (0 before the first)
+	inFlight  bool   // a Reserve is out and unanswered
+	demand    uint64 // offsets queued requests wait for
+	granted   uint64 // offsets granted since rateStart
+	rateStart time.Duration
+	rate      float64 // offsets per second over the last full window
 }
 
 // sample closes a one-second rate window.

@@ -1,9 +1,6 @@
 package sequencer
 
-import (
-	"sort"
-	"time"
-)
+import "time"
 
 // segState is how far an offset run is resolved.
 type segState uint8
@@ -46,9 +43,19 @@ func (l *segmentList) push(s segment) { l.segs = append(l.segs, s) }
 // len(live()) if none does.
 func (l *segmentList) find(x uint64) int {
 	live := l.live()
-	i := sort.Search(len(live), func(i int) bool { return live[i].End > x })
-	if i < len(live) && live[i].First <= x {
-		return i
+	// Binary search for the first segment ending after x (hand-written:
+	// this is on the path of every Written report).
+	lo, hi := 0, len(live)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if live[mid].End > x {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo < len(live) && live[lo].First <= x {
+		return lo
 	}
 	return len(live)
 }

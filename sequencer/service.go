@@ -47,9 +47,9 @@ func (s *grantStream) signal() {
 	}
 }
 
-func (s *grantStream) queueGrant(g *pb.GrantReply) {
+func (s *grantStream) queueGrants(g []*pb.GrantReply) {
 	s.mu.Lock()
-	s.mu.grants = append(s.mu.grants, g)
+	s.mu.grants = append(s.mu.grants, g...)
 	s.mu.Unlock()
 	s.signal()
 }
