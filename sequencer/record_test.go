@@ -68,3 +68,16 @@ func TestReplayKeepsHighestWatermark(t *testing.T) {
 		t.Fatalf("torn entry: err = %v", err)
 	}
 }
+
+// The byte example in docs/format/commit-log.md.
+func TestCommitEntryDocumentedExample(t *testing.T) {
+	got := EncodeCommitEntry(nil, 7, []Record{
+		{Kind: KindWritten, Range: Range{100, 105}, Ledger: 12, Entry: 3},
+		{Kind: KindHole, Range: Range{105, 108}},
+		{Kind: KindWatermark, Watermark: 108},
+	})
+	want := []byte{1, 7, 0, 0, 0, 0, 0, 0, 0, 3, 1, 0x64, 5, 0x0c, 3, 2, 0x69, 3, 3, 0x6c}
+	if string(got) != string(want) {
+		t.Fatalf("encoding\n got % x\nwant % x", got, want)
+	}
+}
