@@ -14,8 +14,12 @@ type GrantSession interface {
 	Written(ledger uint64, entry int64, span pipeline.Span)
 	// Unused reports a grant for which no AddEntry was ever sent.
 	Unused(ledger uint64, span pipeline.Span)
+	// LedgerClosed tells the sequencer this node closed ledger.
+	LedgerClosed(ledger uint64)
 	// Replies delivers grant answers.
 	Replies() <-chan GrantReply
+	// Close ends the session.
+	Close()
 }
 
 // GrantReply answers one Grant call. A refused grant (Err != nil) means the

@@ -53,9 +53,14 @@ type ackTarget struct {
 	index int
 }
 
-// NewNode registers the node's liveness key in etcd (bound to a new lease)
-// and starts its loop.
-func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledger.Dialer, ensemble EnsembleChooser, grants GrantSession) (*Node, error) {
+// GrantSessionFactory opens the grant session of a node incarnation whose
+// liveness key is bound to leaseID; onClose must be called when the
+// sequencer asks for a ledger to be closed.
+type GrantSessionFactory func(incarnation string, leaseID int64, onClose func(ledgerID uint64)) GrantSession
+
+// NewNode registers the node's liveness key in etcd (bound to a new lease),
+// opens its grant session and starts its loop.
+func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledger.Dialer, ensemble EnsembleChooser, grants GrantSessionFactory) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -64,7 +69,7 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 		return nil, err
 	}
 	n := &Node{
-		cfg: cfg, etcd: etcd, stores: stores, ensemble: ensemble, grants: grants,
+		cfg: cfg, etcd: etcd, stores: stores, ensemble: ensemble,
 		incarnation: fmt.Sprintf("%s-%d", cfg.NodeName, time.Now().UnixNano()),
 		events:      make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
 		table: producer.NewTable(cfg.DedupWindow), pipe: pipe, closing: make(map[uint64]bool),
@@ -75,6 +80,7 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 	if err := n.register(ctx); err != nil {
 		return nil, err
 	}
+	n.grants = grants(n.incarnation, int64(n.lease), n.CloseLedgerRequested)
 	go n.loop()
 	return n, nil
 }
@@ -140,9 +146,12 @@ func (n *Node) Close() {
 	n.wg.Wait()
 	if n.writer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, _ = n.writer.Close(ctx)
+		if _, err := n.writer.Close(ctx); err == nil {
+			n.grants.LedgerClosed(n.writer.ID())
+		}
 		cancel()
 	}
+	n.grants.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	_, _ = n.etcd.Revoke(ctx, n.lease)
 	cancel()
@@ -191,4 +200,13 @@ func (n *Node) drive() {
 			n.logged(b)
 		}
 	}
+}
+
+// Producers is the number of producers this node owns or is taking over.
+func (n *Node) Producers() int {
+	count := make(chan int, 1)
+	if !n.do(func() { count <- len(n.producers) }) {
+		return 0
+	}
+	return <-count
 }

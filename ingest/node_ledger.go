@@ -151,6 +151,7 @@ func (n *Node) failLedger() {
 }
 
 func (n *Node) ledgerClosed(id uint64, last int64) {
+	n.grants.LedgerClosed(id)
 	n.pipe.LedgerClosed(id, last)
 	n.snapshotsDurable(id, last)
 	for _, s := range n.producers {

@@ -49,10 +49,11 @@ func (m *CommitMap) Committed() (epoch int64, committed uint64) {
 	return m.mu.epoch, m.mu.committed
 }
 
-// Resolve records a Written or Hole decision of the given epoch. Decisions
-// from an epoch older than the map's are ignored; a newer epoch first drops
-// every segment at or above C (decisions not yet committed, which the new
-// leader re-decides).
+// Resolve records a Written or Hole decision carried by a commit-map stream
+// of the given epoch (the leader's epoch, not the record's own tag: a new
+// leader re-sends the confirmed records of older epochs it replayed).
+// Streams of an epoch older than the map's are ignored; a newer epoch first
+// drops every segment at or above C, which the new stream sends again.
 func (m *CommitMap) Resolve(epoch int64, s Segment) error {
 	if s.End <= s.First {
 		return fmt.Errorf("reader: empty segment [%d, %d)", s.First, s.End)
@@ -82,7 +83,7 @@ func (m *CommitMap) Resolve(epoch int64, s Segment) error {
 	return nil
 }
 
-// Advance records Watermark(C) of the given epoch. C never decreases; every
+// Advance records Watermark(C) carried by a stream of the given epoch. C never decreases; every
 // offset below the new C must already be resolved.
 func (m *CommitMap) Advance(epoch int64, committed uint64) error {
 	m.mu.Lock()
@@ -179,4 +180,20 @@ func (m *CommitMap) TrimBelow(offset uint64) {
 	offset = min(offset, m.mu.committed)
 	i := sort.Search(len(m.mu.segments), func(i int) bool { return m.mu.segments[i].End > offset })
 	m.mu.segments = append([]Segment(nil), m.mu.segments[i:]...)
+}
+
+// HoleOffsets counts the offsets below C that are holes.
+func (m *CommitMap) HoleOffsets() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n uint64
+	for _, s := range m.mu.segments {
+		if s.First >= m.mu.committed {
+			break
+		}
+		if s.Hole {
+			n += min(s.End, m.mu.committed) - s.First
+		}
+	}
+	return n
 }

@@ -1,36 +1,54 @@
 package main
 
 import (
-	"flag"
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
+	"time"
 
-	"orderlog/internal/etcdserver"
+	"orderlog/ingest"
+	"orderlog/internal/node"
 )
 
-// runDev starts every orderlog role in one process. Today that is the
-// embedded etcd server; the sequencer, ingest and reader roles join it as
-// they are built (see docs/design.md).
+// runDev starts every orderlog role in one process: embedded etcd, a WAL
+// store, the sequencer, an ingest node, the reader, gRPC and HTTP.
 func runDev(args []string) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	dataDir := fs.String("data", "./data", "directory for all state (etcd, WAL)")
+	fs := newFlagSet("dev", "dev [flags]\n\nRuns everything in one process: an embedded etcd server, a WAL store, the\nsequencer, an ingest node, the reader, and the gRPC and HTTP APIs. All state\nlives under --data; stop with Ctrl-C and start again to continue where it was.")
+	dataDir := fs.String("data", "./data", "directory for all state (etcd/, wal/)")
+	grpcAddr := fs.String("grpc-addr", "127.0.0.1:7070", "gRPC API address (producers, readers, and internal services)")
+	httpAddr := fs.String("http-addr", "127.0.0.1:7080", "HTTP/JSON API address (also /metrics and /healthz)")
 	etcdAddr := fs.String("etcd-addr", "127.0.0.1:2379", "client address of the embedded etcd server")
+	fsync := fs.String("fsync", "always", `WAL fsync policy: "always" (fsync before every ack) or "interval=<duration>" (weaker)`)
+	ackMode := fs.String("ack-mode", "quorum", `when producers are acknowledged: "quorum" (durable on the ack quorum) or "leader"`)
+	maxMessage := fs.Int("max-message-bytes", 1<<20, "largest message value accepted")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	etcd, err := etcdserver.Start(etcdserver.Config{
-		Dir:        filepath.Join(*dataDir, "etcd"),
-		ClientAddr: *etcdAddr,
-	})
+	cfg := node.Config{
+		DataDir: *dataDir, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, EtcdAddr: *etcdAddr, FsyncPolicy: *fsync,
+		Ingest: ingest.Config{AckMode: ingest.AckMode(*ackMode), MaxMessageBytes: *maxMessage},
+	}
+	cfg.HTTPLimits.MaxMessageBytes = *maxMessage
+	server, err := node.Start(cfg)
 	if err != nil {
 		return err
 	}
-	defer etcd.Close()
-	fmt.Printf("orderlog dev: embedded etcd at %s, data in %s\n", etcd.Endpoint(), *dataDir)
-	fmt.Println("press Ctrl-C to stop")
+	defer server.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err = server.WaitReady(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("orderlog dev is up (data in %s)\n", *dataDir)
+	fmt.Printf("  gRPC  %s\n  HTTP  http://%s\n  etcd  %s\n\n", server.GRPCAddr(), server.HTTPAddr(), server.EtcdEndpoint())
+	fmt.Println("Try, in another terminal:")
+	fmt.Println("  seq 1 5 | ./bin/orderlog produce --topic demo")
+	fmt.Println("  ./bin/orderlog read --offset 0")
+	fmt.Printf("  curl -s http://%s/v1/status\n", server.HTTPAddr())
+	fmt.Println("Stop with Ctrl-C.")
 
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)

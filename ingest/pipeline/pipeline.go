@@ -83,10 +83,10 @@ func (c *Config) Validate() error {
 		c.MaxBatchMessages = 8192
 	}
 	if c.MaxBatchBytes == 0 {
-		c.MaxBatchBytes = 4 << 20
+		c.MaxBatchBytes = 1 << 20
 	}
 	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 8
+		c.MaxInFlight = 3
 	}
 	return nil
 }

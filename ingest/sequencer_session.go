@@ -1,0 +1,233 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"orderlog/ingest/pipeline"
+	"orderlog/internal/apierr"
+	"orderlog/internal/keys"
+	"orderlog/sequencer"
+	pb "orderlog/proto/sequencerpb"
+)
+
+// SequencerSession is the GrantSession over the sequencer leader's Grant
+// stream. It finds the leader in etcd, keeps one stream open, reconnects
+// after failures, and answers every grant it could not get with an error
+// (so the node closes that ledger and opens another).
+type SequencerSession struct {
+	etcd        *clientv3.Client
+	incarnation string
+	leaseID     int64
+	onClose     func(ledgerID uint64)
+	replies     chan GrantReply
+	stop        chan struct{}
+	done        chan struct{}
+
+	mu struct {
+		sync.Mutex
+		client      *sequencer.GrantClient
+		conn        *grpc.ClientConn
+		epoch       int64
+		outstanding []GrantReply // requested, not yet answered, in order
+	}
+}
+
+// NewSequencerSession starts the session. onClose is called (from the
+// session's goroutine) when the sequencer asks a ledger to be closed.
+func NewSequencerSession(etcd *clientv3.Client, incarnation string, leaseID int64, onClose func(uint64)) *SequencerSession {
+	s := &SequencerSession{etcd: etcd, incarnation: incarnation, leaseID: leaseID, onClose: onClose,
+		replies: make(chan GrantReply, 4096), stop: make(chan struct{}), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+// SequencerSessions is the GrantSessionFactory of real nodes.
+func SequencerSessions(etcd *clientv3.Client) GrantSessionFactory {
+	return func(incarnation string, leaseID int64, onClose func(uint64)) GrantSession {
+		return NewSequencerSession(etcd, incarnation, leaseID, onClose)
+	}
+}
+
+// Epoch is the newest sequencer epoch the session knows.
+func (s *SequencerSession) Epoch() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.epoch
+}
+
+// Replies delivers grant answers in request order.
+func (s *SequencerSession) Replies() <-chan GrantReply { return s.replies }
+
+// Grant asks for count offsets; without a stream it is refused at once.
+func (s *SequencerSession) Grant(batchID, ledger uint64, count int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.client == nil {
+		s.replyLocked(GrantReply{BatchID: batchID, Ledger: ledger, Err: apierr.New(apierr.Unavailable, "no sequencer session")})
+		return
+	}
+	s.mu.outstanding = append(s.mu.outstanding, GrantReply{BatchID: batchID, Ledger: ledger})
+	s.mu.client.Grant(batchID, ledger, uint64(count))
+}
+
+// Written reports a confirmed entry.
+func (s *SequencerSession) Written(ledger uint64, entry int64, span pipeline.Span) {
+	s.withClient(func(c *sequencer.GrantClient) { c.Written(ledger, entry, sequencer.Range{First: span.First, End: span.End}) })
+}
+
+// Unused reports a grant never written.
+func (s *SequencerSession) Unused(ledger uint64, span pipeline.Span) {
+	s.withClient(func(c *sequencer.GrantClient) { c.Unused(ledger, sequencer.Range{First: span.First, End: span.End}) })
+}
+
+// LedgerClosed reports a ledger this node closed.
+func (s *SequencerSession) LedgerClosed(ledger uint64) {
+	s.withClient(func(c *sequencer.GrantClient) { c.LedgerClosed(ledger) })
+}
+
+// withClient sends a report if a stream is open. A report lost with a
+// stream is not needed for safety: the sequencer closes the session's
+// ledgers and learns their entries from the stores.
+func (s *SequencerSession) withClient(fn func(*sequencer.GrantClient)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.client != nil {
+		fn(s.mu.client)
+	}
+}
+
+// Close ends the session.
+func (s *SequencerSession) Close() {
+	close(s.stop)
+	<-s.done
+}
+
+func (s *SequencerSession) run() {
+	defer close(s.done)
+	for {
+		if err := s.serve(); err != nil {
+			s.dropStream(err)
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// serve connects to the current leader and relays its frames until the
+// stream ends.
+func (s *SequencerSession) serve() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	addr, err := sequencer.LeaderAddress(ctx, s.etcd)
+	if err == nil && addr == "" {
+		err = fmt.Errorf("no sequencer leader")
+	}
+	var epoch int64
+	if err == nil {
+		epoch, err = readEpoch(ctx, s.etcd)
+	}
+	cancel()
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	streamCtx, cancelStream := context.WithCancel(context.Background())
+	defer cancelStream()
+	client, err := sequencer.DialGrant(streamCtx, conn, s.incarnation, s.leaseID)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	s.mu.Lock()
+	s.mu.client, s.mu.conn, s.mu.epoch = client, conn, max(s.mu.epoch, epoch)
+	s.mu.Unlock()
+	for {
+		select {
+		case <-s.stop:
+			client.Close()
+			return fmt.Errorf("session closed")
+		case f, ok := <-client.Frames():
+			if !ok {
+				return fmt.Errorf("grant stream ended: %v", client.Err())
+			}
+			s.onFrame(f)
+		}
+	}
+}
+
+func (s *SequencerSession) onFrame(f *pb.SequencerFrame) {
+	s.mu.Lock()
+	s.mu.epoch = max(s.mu.epoch, int64(f.Epoch))
+	for _, g := range f.Grants {
+		s.answerLocked(g)
+	}
+	s.mu.Unlock()
+	for _, c := range f.Close {
+		s.onClose(c.LedgerId)
+	}
+}
+
+// answerLocked matches a reply to the oldest outstanding request; replies
+// come in request order, so anything before it was lost and is refused.
+func (s *SequencerSession) answerLocked(g *pb.GrantReply) {
+	for len(s.mu.outstanding) > 0 {
+		req := s.mu.outstanding[0]
+		s.mu.outstanding = s.mu.outstanding[1:]
+		if req.BatchID != g.RequestId {
+			s.replyLocked(GrantReply{BatchID: req.BatchID, Ledger: req.Ledger, Err: apierr.New(apierr.Unavailable, "grant lost")})
+			continue
+		}
+		if g.Status != pb.GrantStatus_GRANTED {
+			req.Err = apierr.New(apierr.Unavailable, "grant refused: %s", g.Status)
+		} else {
+			req.First = g.Range.GetFirst()
+		}
+		s.replyLocked(req)
+		return
+	}
+}
+
+// dropStream forgets the stream and refuses every outstanding grant.
+func (s *SequencerSession) dropStream(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.conn != nil {
+		s.mu.conn.Close()
+	}
+	s.mu.client, s.mu.conn = nil, nil
+	for _, req := range s.mu.outstanding {
+		req.Err = apierr.New(apierr.Unavailable, "sequencer session lost: %v", err)
+		s.replyLocked(req)
+	}
+	s.mu.outstanding = nil
+}
+
+// replyLocked queues a reply. The channel is sized for every grant the
+// pipeline can have in flight, so this does not block in practice.
+func (s *SequencerSession) replyLocked(r GrantReply) {
+	s.replies <- r
+}
+
+func readEpoch(ctx context.Context, cli *clientv3.Client) (int64, error) {
+	resp, err := cli.Get(ctx, keys.SeqEpoch)
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, fmt.Errorf("no sequencer epoch yet")
+	}
+	return strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
+}

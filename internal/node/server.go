@@ -1,0 +1,276 @@
+// Package node assembles one orderlog process: the roles it runs and how
+// they are wired. `orderlog dev` runs every role in one process through it:
+// an embedded etcd server, a WAL store, a sequencer node, an ingest node, a
+// reader, and the gRPC and HTTP front ends — the same code paths a cluster
+// uses, with the store's own node as the only ensemble member (W = A = 1).
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"orderlog/ingest"
+	"orderlog/ingest/httpapi"
+	"orderlog/ingest/ledger"
+	"orderlog/ingest/wal"
+	"orderlog/internal/etcdserver"
+	"orderlog/proto/walpb"
+	"orderlog/reader"
+	"orderlog/sequencer"
+)
+
+// Config configures a single-process orderlog.
+type Config struct {
+	// DataDir holds everything: etcd/ and wal/.
+	DataDir string
+	// GRPCAddr and HTTPAddr are where the APIs listen (port 0: any free port).
+	GRPCAddr string
+	HTTPAddr string
+	// EtcdAddr is the embedded etcd server's client address.
+	EtcdAddr string
+	// NodeName names this node in incarnations and ledger metadata.
+	NodeName string
+	// FsyncPolicy is the WAL store's policy: "always" (default) or
+	// "interval=<duration>" (weaker: acknowledged data can be lost).
+	FsyncPolicy string
+	// Ingest tunes the ingest node (limits, ack mode, batching).
+	Ingest ingest.Config
+	// HTTPLimits bounds HTTP requests.
+	HTTPLimits httpapi.Limits
+	// Logf logs; nil means the standard logger.
+	Logf func(format string, args ...any)
+}
+
+// Validate fills defaults and rejects nonsense.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("node: DataDir is required")
+	}
+	if c.GRPCAddr == "" {
+		c.GRPCAddr = "127.0.0.1:7070"
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = "127.0.0.1:7080"
+	}
+	if c.EtcdAddr == "" {
+		c.EtcdAddr = "127.0.0.1:0"
+	}
+	if c.NodeName == "" {
+		c.NodeName = "dev"
+	}
+	if c.Logf == nil {
+		c.Logf = log.Printf
+	}
+	c.Ingest.NodeName = c.NodeName
+	return c.HTTPLimits.Validate()
+}
+
+// Server is a running orderlog process.
+type Server struct {
+	cfg        Config
+	etcd       *etcdserver.Server
+	cli        *clientv3.Client
+	store      *wal.Store
+	grpc       *grpc.Server
+	grpcLis    net.Listener
+	http       *http.Server
+	httpLis    net.Listener
+	dialer     *ledger.GRPCDialer
+	sequencer  *sequencer.Node
+	ingest     *ingest.Node
+	reader     *reader.Reader
+	storeLease clientv3.LeaseID
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// Start starts every role and serves until Close.
+func Start(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, done: make(chan struct{})}
+	if err := s.start(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	var err error
+	if s.etcd, err = etcdserver.Start(etcdserver.Config{Dir: filepath.Join(s.cfg.DataDir, "etcd"), ClientAddr: s.cfg.EtcdAddr}); err != nil {
+		return err
+	}
+	if s.cli, err = s.etcd.NewClient(); err != nil {
+		return err
+	}
+	if err := s.openStore(ctx); err != nil {
+		return err
+	}
+	s.dialer = ledger.NewGRPCDialer()
+	if err := s.startRoles(ctx); err != nil {
+		return err
+	}
+	go s.grpc.Serve(s.grpcLis)
+	return s.startHTTP()
+}
+
+// openStore opens the WAL store, starts listening for gRPC (the store's
+// address goes into ledger ensembles) and registers the store in etcd.
+func (s *Server) openStore(ctx context.Context) error {
+	interval, err := wal.ParsePolicy(s.cfg.FsyncPolicy)
+	if err != nil {
+		return err
+	}
+	if s.store, err = wal.Open(wal.Config{Dir: filepath.Join(s.cfg.DataDir, "wal"), SyncInterval: interval}); err != nil {
+		return fmt.Errorf("open WAL store: %w", err)
+	}
+	for _, c := range s.store.Corruptions() {
+		s.cfg.Logf("orderlog: WAL store: %v (answered UNKNOWN)", c)
+	}
+	if s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
+		return fmt.Errorf("listen gRPC: %w", err)
+	}
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
+	walpb.RegisterWALServer(s.grpc, wal.NewService(s.store))
+	lease, err := s.cli.Grant(ctx, 5)
+	if err != nil {
+		return fmt.Errorf("store lease: %w", err)
+	}
+	s.storeLease = lease.ID
+	keepAlive, err := s.cli.KeepAlive(ctx, lease.ID)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for range keepAlive {
+		}
+	}()
+	return registerStore(ctx, s.cli, storeRecord{StoreID: s.store.StoreID(), Incarnation: s.store.Incarnation(),
+		Address: s.grpcLis.Addr().String()}, lease.ID)
+}
+
+// startRoles creates the sequencer, ingest and reader roles and registers
+// their gRPC services (before the server starts serving).
+func (s *Server) startRoles(ctx context.Context) error {
+	addr := s.grpcLis.Addr().String()
+	self := ledger.Member{StoreID: s.store.StoreID(), Incarnation: s.store.Incarnation(), Address: addr}
+	var err error
+	s.sequencer, err = sequencer.NewNode(sequencer.Config{Address: addr, Etcd: s.cli, Logf: s.cfg.Logf,
+		Ledgers: &sequencer.LedgerClient{Etcd: s.cli, Stores: s.dialer, Writer: "sequencer-" + s.cfg.NodeName,
+			Replication: sequencer.CommitReplication{Ensemble: []ledger.Member{self}, AckQuorum: 1}}})
+	if err != nil {
+		return err
+	}
+	sequencer.Register(s.grpc, s.sequencer)
+	go func() {
+		defer close(s.done)
+		_ = s.sequencer.Run(ctx)
+	}()
+
+	chooser := func(ctx context.Context, w int) ([]ledger.Member, error) {
+		return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
+	}
+	if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli)); err != nil {
+		return err
+	}
+	ingest.NewProducerService(s.ingest).Register(s.grpc)
+
+	commits := reader.NewCommitMap()
+	go reader.Follow(ctx, s.cli, commits, s.cfg.Logf)
+	s.reader = reader.New(commits, reader.NewLedgerSource(s.cli, s.dialer))
+	reader.NewService(s.reader).Register(s.grpc)
+	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
+	return nil
+}
+
+func (s *Server) startHTTP() error {
+	svc := newService(s.cli, s.ingest, s.reader, s.status)
+	handler, err := httpapi.NewHandler(httpService{svc}, s.cfg.HTTPLimits)
+	if err != nil {
+		return err
+	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(s.ingest.Collectors()...)
+	registry.MustRegister(newStatusCollector(s))
+	handler.Mux().Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	if s.httpLis, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("listen HTTP: %w", err)
+	}
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go s.http.Serve(s.httpLis)
+	return nil
+}
+
+// GRPCAddr and HTTPAddr are where the server listens.
+func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
+func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
+
+// EtcdEndpoint is the embedded etcd server's client URL.
+func (s *Server) EtcdEndpoint() string { return s.etcd.Endpoint() }
+
+// WaitReady blocks until a sequencer leader serves grants and the reader
+// follows its commit map.
+func (s *Server) WaitReady(ctx context.Context) error {
+	for {
+		if st := s.sequencer.Status(); st.Serving {
+			if epoch, _ := s.reader.Commits().Committed(); epoch == int64(st.Epoch) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("orderlog did not become ready: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops every role, then the store and etcd.
+func (s *Server) Close() {
+	if s.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = s.http.Shutdown(ctx)
+		cancel()
+	}
+	if s.ingest != nil {
+		s.ingest.Close()
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if s.sequencer != nil {
+		<-s.done
+	}
+	if s.grpc != nil {
+		s.grpc.Stop()
+	}
+	if s.dialer != nil {
+		s.dialer.Close()
+	}
+	if s.store != nil {
+		s.store.Close()
+	}
+	if s.cli != nil {
+		s.cli.Close()
+	}
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+}

@@ -1,0 +1,82 @@
+package reader
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "orderlog/proto/sequencerpb"
+	"orderlog/sequencer"
+)
+
+// Follow keeps commits up to date from the sequencer leader's commit-map
+// stream until ctx ends: it finds the leader in etcd, subscribes from the
+// map's C, applies every record, and reconnects (to whichever node leads)
+// after any failure. logf reports failures; nil is silent.
+func Follow(ctx context.Context, cli *clientv3.Client, commits *CommitMap, logf func(string, ...any)) {
+	for ctx.Err() == nil {
+		err := followOnce(ctx, cli, commits)
+		if err != nil && ctx.Err() == nil && logf != nil {
+			logf("reader: commit map: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func followOnce(ctx context.Context, cli *clientv3.Client, commits *CommitMap) error {
+	lookup, cancel := context.WithTimeout(ctx, 5*time.Second)
+	addr, err := sequencer.LeaderAddress(lookup, cli)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if addr == "" {
+		return fmt.Errorf("no sequencer leader")
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, from := commits.Committed()
+	stream, err := pb.NewSequencerClient(conn).CommitMap(ctx, &pb.CommitMapRequest{FromOffset: from})
+	if err != nil {
+		return err
+	}
+	for {
+		frame, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if err := applyFrame(commits, frame); err != nil {
+			return err
+		}
+	}
+}
+
+// applyFrame applies one frame's records under the frame's (leader) epoch.
+func applyFrame(commits *CommitMap, frame *pb.CommitMapFrame) error {
+	epoch := int64(frame.Epoch)
+	for _, r := range frame.Records {
+		var err error
+		switch r.Kind {
+		case pb.RecordKind_WRITTEN:
+			err = commits.Resolve(epoch, Segment{First: r.Range.GetFirst(), End: r.Range.GetEnd(), Ledger: r.LedgerId, Entry: r.EntryId})
+		case pb.RecordKind_HOLE:
+			err = commits.Resolve(epoch, Segment{First: r.Range.GetFirst(), End: r.Range.GetEnd(), Hole: true})
+		case pb.RecordKind_WATERMARK:
+			err = commits.Advance(epoch, r.Watermark)
+		}
+		if err != nil {
+			return fmt.Errorf("record %v: %w", r, err)
+		}
+	}
+	return nil
+}
