@@ -14,8 +14,8 @@ import (
 	"orderlog/ingest/pipeline"
 	"orderlog/internal/apierr"
 	"orderlog/internal/keys"
-	"orderlog/sequencer"
 	pb "orderlog/proto/sequencerpb"
+	"orderlog/sequencer"
 )
 
 // SequencerSession is the GrantSession over the sequencer leader's Grant
@@ -80,7 +80,9 @@ func (s *SequencerSession) Grant(batchID, ledger uint64, count int) {
 
 // Written reports a confirmed entry.
 func (s *SequencerSession) Written(ledger uint64, entry int64, span pipeline.Span) {
-	s.withClient(func(c *sequencer.GrantClient) { c.Written(ledger, entry, sequencer.Range{First: span.First, End: span.End}) })
+	s.withClient(func(c *sequencer.GrantClient) {
+		c.Written(ledger, entry, sequencer.Range{First: span.First, End: span.End})
+	})
 }
 
 // Unused reports a grant never written.
