@@ -18,10 +18,14 @@ import (
 // map's C, applies every record, and reconnects (to whichever node leads)
 // after any failure. logf reports failures; nil is silent.
 func Follow(ctx context.Context, cli *clientv3.Client, commits *CommitMap, logf func(string, ...any)) {
+	lastLogged := ""
 	for ctx.Err() == nil {
 		err := followOnce(ctx, cli, commits)
-		if err != nil && ctx.Err() == nil && logf != nil {
-			logf("reader: commit map: %v", err)
+		// Log each new kind of failure once: during a failover the same one
+		// repeats every retry until the new leader serves.
+		if err != nil && ctx.Err() == nil && logf != nil && err.Error() != lastLogged {
+			logf("reader: commit map: %v (retrying)", err)
+			lastLogged = err.Error()
 		}
 		select {
 		case <-ctx.Done():

@@ -210,32 +210,41 @@ func runTail(args []string) error {
 }
 
 type printedMessage struct {
-	Offset      uint64 `json:"offset"`
-	Topic       string `json:"topic"`
-	Key         string `json:"key,omitempty"`
-	Value       string `json:"value"`
-	ProducerID  uint64 `json:"producer_id,omitempty"`
-	ProducerSeq uint64 `json:"producer_seq,omitempty"`
-	IngestTime  string `json:"ingest_time"`
+	Offset      uint64  `json:"offset"`
+	Topic       string  `json:"topic"`
+	Key         string  `json:"key,omitempty"`
+	Value       string  `json:"value"`
+	ProducerID  uint64  `json:"producer_id,omitempty"`
+	ProducerSeq *uint64 `json:"producer_seq,omitempty"`
+	IngestTime  string  `json:"ingest_time"`
 }
 
+// printPage prints a page's messages and holes in offset order.
 func printPage(out *json.Encoder, page *client.Page) error {
-	for _, hole := range page.Skipped {
-		if err := out.Encode(map[string]any{"skipped": map[string]uint64{"first": hole.First, "end": hole.End}}); err != nil {
-			return err
+	holes := page.Skipped
+	printHolesBefore := func(offset uint64) error {
+		for len(holes) > 0 && holes[0].First < offset {
+			if err := out.Encode(map[string]any{"skipped": map[string]uint64{"first": holes[0].First, "end": holes[0].End}}); err != nil {
+				return err
+			}
+			holes = holes[1:]
 		}
+		return nil
 	}
 	for _, m := range page.Messages {
+		if err := printHolesBefore(m.Offset); err != nil {
+			return err
+		}
 		err := out.Encode(printedMessage{
 			Offset: m.Offset, Topic: m.Message.GetTopic(), Key: string(m.Message.GetKey()),
-			Value: string(m.Message.GetValue()), ProducerID: m.ProducerId, ProducerSeq: m.ProducerSeq,
+			Value: string(m.Message.GetValue()), ProducerID: m.ProducerId, ProducerSeq: producerSeq(m),
 			IngestTime: time.UnixMicro(m.IngestTimeUs).UTC().Format(time.RFC3339Nano),
 		})
 		if err != nil {
 			return err
 		}
 	}
-	return nil
+	return printHolesBefore(^uint64(0))
 }
 
 func runStatus(args []string) error {
@@ -258,4 +267,14 @@ func runStatus(args []string) error {
 	fmt.Printf("epoch        %d\ncommitted    %d\nreserved     %d\nhole offsets %d\nproducers    %d\nstore bytes  %d\n",
 		status.Epoch, status.Committed, status.Reserved, status.HoleOffsets, status.Producers, status.StoreBytes)
 	return nil
+}
+
+// producerSeq is the message's producer seq, or nil for a message sent
+// without a producer session.
+func producerSeq(m *orderlogpb.StoredMessage) *uint64 {
+	if m.ProducerId == 0 {
+		return nil
+	}
+	seq := m.ProducerSeq
+	return &seq
 }

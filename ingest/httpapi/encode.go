@@ -38,7 +38,7 @@ type jsonStoredMessage struct {
 	PayloadBase64 *string         `json:"payload_base64,omitempty"`
 	Headers       []jsonHeader    `json:"headers,omitempty"`
 	ProducerID    uint64          `json:"producer_id,omitempty"`
-	ProducerSeq   uint64          `json:"producer_seq,omitempty"`
+	ProducerSeq   *uint64         `json:"producer_seq,omitempty"` // absent without a producer session
 	IngestTime    string          `json:"ingest_time"`
 	ClientTimeUS  int64           `json:"client_time_us,omitempty"`
 	MessageID     string          `json:"message_id,omitempty"`
@@ -76,10 +76,13 @@ func encodeStored(stored *orderlogpb.StoredMessage) jsonStoredMessage {
 		Offset:       stored.Offset,
 		Topic:        msg.GetTopic(),
 		ProducerID:   stored.ProducerId,
-		ProducerSeq:  stored.ProducerSeq,
 		IngestTime:   time.UnixMicro(stored.IngestTimeUs).UTC().Format(time.RFC3339Nano),
 		ClientTimeUS: msg.GetClientTimeUs(),
 		MessageID:    string(msg.GetMessageId()),
+	}
+	if stored.ProducerId != 0 {
+		seq := stored.ProducerSeq
+		out.ProducerSeq = &seq
 	}
 	if key := msg.GetKey(); utf8.Valid(key) {
 		out.Key = string(key)
