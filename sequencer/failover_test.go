@@ -206,3 +206,69 @@ func TestFailoverAfterLeaderProcessKill(t *testing.T) {
 		}
 	}, b)
 }
+
+// Three sequencer nodes, two ingest nodes. One ingest dies holding an
+// unwritten grant (its etcd lease is revoked): the leader closes and
+// recovers its ledger, and only that grant becomes a hole. Then the leader
+// loses its session twice in a row; each time a standby takes over with a
+// higher epoch and the commit map stays consistent.
+func TestThreeNodesTwoFailoversAndIngestDeath(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCluster(t)
+	nodes := []*testNode{c.startNode(), c.startNode(), c.startNode()}
+	c.waitServing(nodes...)
+	a, b := c.newIngest(ctx, "ingest-a"), c.newIngest(ctx, "ingest-b")
+	for _, in := range []*testIngest{a, b} {
+		if err := in.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		in.produce(ctx, 10)
+	}
+	held, err := b.grant(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.cli.Revoke(ctx, b.lease); err != nil { // ingest-b is gone
+		t.Fatal(err)
+	}
+	b.disconnect()
+	a.produce(ctx, 10)
+	// The first leader alone resolves the dead ingest's grant, as a hole.
+	addr, err := LeaderAddress(ctx, c.cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decided, cw := readCommitMap(ctx, t, addr, a.acked[len(a.acked)-1].Range.End)
+	checkCommitMap(t, decided, cw, a, b)
+	for x := held.First; x < held.End; x++ {
+		if decided[x].Kind != KindHole {
+			t.Fatalf("dead ingest's unwritten grant offset %d decided %v", x, decided[x])
+		}
+	}
+
+	epochs := []uint64{a.epoch}
+	for i := 0; i < 2; i++ {
+		c.revokeLeader(ctx)
+		r := a.grantAfterFailover(ctx, t, 2)
+		if a.epoch <= epochs[len(epochs)-1] {
+			t.Fatalf("failover %d: epoch %d after %v", i+1, a.epoch, epochs)
+		}
+		epochs = append(epochs, a.epoch)
+		if err := a.write(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		a.produce(ctx, 10)
+	}
+	if addr, err = LeaderAddress(ctx, c.cli); err != nil {
+		t.Fatal(err)
+	}
+	end := a.acked[len(a.acked)-1].Range.End
+	decided, cw = readCommitMap(ctx, t, addr, end)
+	holes := checkCommitMap(t, decided, cw, a, b)
+	for x := held.First; x < held.End; x++ {
+		if decided[x].Kind != KindHole {
+			t.Fatalf("dead ingest's unwritten grant offset %d decided %v", x, decided[x])
+		}
+	}
+	t.Logf("epochs %v, C=%d, %d hole offsets", epochs, cw, holes)
+}

@@ -3,10 +3,14 @@ package sequencer
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/internal/keys"
 	pb "orderlog/proto/sequencerpb"
 )
 
@@ -59,6 +63,8 @@ func (l *leader) onConfirm(lac int64) {
 // run ticks the machine and applies commit confirmations until the
 // leader's context ends.
 func (l *leader) run() {
+	l.wg.Add(1)
+	go l.watchIngests()
 	tick := time.NewTicker(l.node.cfg.TickInterval)
 	defer tick.Stop()
 	for {
@@ -72,6 +78,26 @@ func (l *leader) run() {
 			l.mu.Unlock()
 		case <-l.confirm:
 			l.applyConfirmed(l.lac.Load())
+		}
+	}
+}
+
+// watchIngests feeds IncarnationGone when an ingest liveness key is
+// deleted (its node's etcd lease expired or was revoked): §5's third
+// condition of a live session.
+func (l *leader) watchIngests() {
+	defer l.wg.Done()
+	wch := l.node.cfg.Etcd.Watch(clientv3.WithRequireLeader(l.ctx), keys.IngestPrefix, clientv3.WithPrefix())
+	for resp := range wch {
+		for _, ev := range resp.Events {
+			if ev.Type != clientv3.EventTypeDelete {
+				continue
+			}
+			inc := strings.TrimPrefix(string(ev.Kv.Key), keys.IngestPrefix)
+			l.mu.Lock()
+			l.mu.m.IncarnationGone(l.now(), inc)
+			l.handleLocked()
+			l.mu.Unlock()
 		}
 	}
 }
