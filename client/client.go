@@ -56,3 +56,7 @@ func (c *Client) CreateTopic(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// RawProducer is the generated Producer client, for callers (and tests)
+// that manage sequence numbers themselves.
+func (c *Client) RawProducer() orderlogpb.ProducerClient { return c.producer }

@@ -60,6 +60,11 @@ func (n *Node) takeover(id, epoch uint64) {
 		state, err = rebuildProducer(ctx, n.etcd, n.stores, id, rec.StateLedger, n.cfg.DedupWindow)
 		state.Epoch = rec.Epoch
 	}
+	if errors.Is(err, errUnknownProducer) {
+		err = apierr.New(apierr.UnknownProducer, "producer %d is not registered: call InitProducer", id)
+	} else if err != nil && apierr.As(err).Code == apierr.Internal {
+		err = apierr.New(apierr.Unavailable, "take over producer %d: %v", id, err)
+	}
 	n.do(func() {
 		if err != nil {
 			n.dropSession(id, err)

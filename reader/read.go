@@ -105,6 +105,9 @@ func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadRespons
 // follow it waits for C to advance instead of ending.
 func (r *Reader) Stream(ctx context.Context, from uint64, limit int, filter Filter, follow bool, emit func(*orderlogpb.ReadResponse) error) error {
 	_, end := r.commits.Committed()
+	if !follow && from > end {
+		return apierr.New(apierr.OffsetOutOfRange, "offset %d is beyond the committed watermark %d", from, end)
+	}
 	sent := 0
 	for {
 		if !follow && from >= end {

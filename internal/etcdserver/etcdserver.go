@@ -16,6 +16,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // ErrNotReady is returned by Start when the server does not become ready in
@@ -63,7 +64,9 @@ func Start(cfg Config) (*Server, error) {
 	ec := embed.NewConfig()
 	ec.Dir = cfg.Dir
 	ec.Name = "orderlog"
-	ec.LogLevel = "error"
+	// embed logs expected shutdown errors at "error"; orderlog reports
+	// what matters itself.
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
 	peerURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)}
 	ec.ListenClientUrls = []url.URL{clientURL}
@@ -100,7 +103,7 @@ func (s *Server) NewClient() (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints:   []string{s.Endpoint()},
 		DialTimeout: 5 * time.Second,
-		Logger:      nil,
+		Logger:      zap.NewNop(), // retries during failover are expected
 	})
 }
 

@@ -87,7 +87,8 @@ type Server struct {
 	grpcLis    net.Listener
 	http       *http.Server
 	httpLis    net.Listener
-	dialer     *ledger.GRPCDialer
+	grpcDialer *ledger.GRPCDialer
+	dialer     *resolvingDialer
 	sequencer  *sequencer.Node
 	ingest     *ingest.Node
 	reader     *reader.Reader
@@ -122,7 +123,10 @@ func (s *Server) start() error {
 	if err := s.openStore(ctx); err != nil {
 		return err
 	}
-	s.dialer = ledger.NewGRPCDialer()
+	s.grpcDialer = ledger.NewGRPCDialer()
+	if s.dialer, err = newResolvingDialer(ctx, s.cli, s.grpcDialer); err != nil {
+		return err
+	}
 	if err := s.startRoles(ctx); err != nil {
 		return err
 	}
@@ -261,8 +265,8 @@ func (s *Server) Close() {
 	if s.grpc != nil {
 		s.grpc.Stop()
 	}
-	if s.dialer != nil {
-		s.dialer.Close()
+	if s.grpcDialer != nil {
+		s.grpcDialer.Close()
 	}
 	if s.store != nil {
 		s.store.Close()

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"orderlog/ingest/ledger"
 	"orderlog/internal/keys"
+	"orderlog/proto/walpb"
 )
 
 // storeRecord is a WAL store's registration at keys.Store(id): the
@@ -57,4 +59,56 @@ func chooseEnsemble(ctx context.Context, cli *clientv3.Client, w int, preferred 
 		return nil, fmt.Errorf("%d stores registered, a ledger needs %d", len(members), w)
 	}
 	return members[:w], nil
+}
+
+// resolvingDialer reaches stores at the address they registered last,
+// not the one a ledger's metadata recorded when it was created: a store
+// that restarts on another address still serves its ledgers.
+type resolvingDialer struct {
+	inner ledger.Dialer
+	mu    sync.Mutex
+	addrs map[string]string // store id → registered address
+}
+
+// newResolvingDialer follows the store registrations until ctx ends.
+func newResolvingDialer(ctx context.Context, cli *clientv3.Client, inner ledger.Dialer) (*resolvingDialer, error) {
+	d := &resolvingDialer{inner: inner, addrs: make(map[string]string)}
+	resp, err := cli.Get(ctx, keys.StoresPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("list stores: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		d.note(kv.Value)
+	}
+	watch := cli.Watch(ctx, keys.StoresPrefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	go func() {
+		for w := range watch {
+			for _, ev := range w.Events {
+				if ev.Type == clientv3.EventTypePut {
+					d.note(ev.Kv.Value)
+				}
+			}
+		}
+	}()
+	return d, nil
+}
+
+func (d *resolvingDialer) note(value []byte) {
+	var rec storeRecord
+	if json.Unmarshal(value, &rec) != nil || rec.StoreID == "" {
+		return
+	}
+	d.mu.Lock()
+	d.addrs[rec.StoreID] = rec.Address
+	d.mu.Unlock()
+}
+
+// Client implements ledger.Dialer.
+func (d *resolvingDialer) Client(m ledger.Member) (walpb.WALClient, error) {
+	d.mu.Lock()
+	if addr, ok := d.addrs[m.StoreID]; ok {
+		m.Address = addr
+	}
+	d.mu.Unlock()
+	return d.inner.Client(m)
 }

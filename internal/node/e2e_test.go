@@ -1,0 +1,394 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"orderlog/client"
+	"orderlog/internal/apierr"
+	"orderlog/proto/orderlogpb"
+)
+
+// startServer runs a whole orderlog in-process on free ports.
+func startServer(t *testing.T, dir string) *Server {
+	t.Helper()
+	s, err := Start(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.WaitReady(ctx); err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	return s
+}
+
+func dial(t *testing.T, s *Server) *client.Client {
+	t.Helper()
+	c, err := client.Dial(s.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func msg(topic, key, value string) *orderlogpb.Message {
+	return &orderlogpb.Message{Topic: topic, Key: []byte(key), Value: []byte(value)}
+}
+
+// readAll reads [0, C) and returns the messages and skipped ranges.
+func readAll(t *testing.T, c *client.Client) ([]*orderlogpb.StoredMessage, []*orderlogpb.SkippedRange) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var msgs []*orderlogpb.StoredMessage
+	var holes []*orderlogpb.SkippedRange
+	err := c.Read(ctx, 0, 0, func(p *client.Page) error {
+		msgs = append(msgs, p.Messages...)
+		holes = append(holes, p.Skipped...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs, holes
+}
+
+func TestProduceReadTailAndExactlyOnce(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	defer s.Close()
+	c := dial(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	tailed := make(chan uint64, 100)
+	go func() {
+		_ = c.Tail(ctx, 0, func(p *client.Page) error {
+			for _, m := range p.Messages {
+				tailed <- m.Offset
+			}
+			return nil
+		})
+	}()
+
+	p, err := c.NewProducer(ctx, "orders-app", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var pending []*client.Pending
+	for i := 0; i < 20; i++ {
+		pd, err := p.Send(ctx, msg("orders", fmt.Sprintf("k%d", i%3), fmt.Sprintf("v%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = append(pending, pd)
+	}
+	var offsets []uint64
+	for _, pd := range pending {
+		acks, err := pd.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offsets = append(offsets, acks[0].Offset)
+	}
+	for i := 1; i < len(offsets); i++ {
+		if offsets[i] <= offsets[i-1] {
+			t.Fatalf("producer order broken: %v", offsets)
+		}
+	}
+
+	waitCommitted(t, c, offsets[len(offsets)-1]+1)
+	msgs, _ := readAll(t, c)
+	byOffset := map[uint64]*orderlogpb.StoredMessage{}
+	for _, m := range msgs {
+		byOffset[m.Offset] = m
+	}
+	id, epoch := p.ID()
+	for i, off := range offsets {
+		m := byOffset[off]
+		if m == nil || string(m.Message.Value) != fmt.Sprintf("v%d", i) || m.ProducerId != id || m.ProducerSeq != uint64(i) {
+			t.Fatalf("offset %d: got %+v, want v%d from %d/%d", off, m, i, id, i)
+		}
+	}
+	for range offsets {
+		select {
+		case <-tailed:
+		case <-ctx.Done():
+			t.Fatal("tail did not deliver every message")
+		}
+	}
+
+	// A retried frame (same producer, epoch, seq) gets the original offsets.
+	raw, err := grpcProducer(t, s).Produce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(req *orderlogpb.ProduceRequest) *orderlogpb.ProduceResponse {
+		t.Helper()
+		if err := raw.Send(req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := raw.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := send(&orderlogpb.ProduceRequest{ProducerId: id, Epoch: epoch, FirstSeq: 3, RequestId: 1,
+		Messages: []*orderlogpb.Message{msg("orders", "", "again3"), msg("orders", "", "again4")}})
+	if len(resp.Acks) != 2 || !resp.Acks[0].Duplicate || resp.Acks[0].Offset != offsets[3] || resp.Acks[1].Offset != offsets[4] {
+		t.Fatalf("retry answered %+v, want duplicates at %d, %d", resp, offsets[3], offsets[4])
+	}
+	resp = send(&orderlogpb.ProduceRequest{ProducerId: id, Epoch: epoch, FirstSeq: 25, RequestId: 2, Messages: []*orderlogpb.Message{msg("orders", "", "gap")}})
+	if resp.ErrorCode != string(apierr.OutOfOrderSequence) || resp.ExpectedSeq != 20 {
+		t.Fatalf("gap answered %+v", resp)
+	}
+	// A new instance of the producer fences the old epoch.
+	p2, err := c.NewProducer(ctx, "orders-app", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	if _, epoch2 := p2.ID(); epoch2 != epoch+1 {
+		t.Fatalf("new epoch %d, want %d", epoch2, epoch+1)
+	}
+	resp = send(&orderlogpb.ProduceRequest{ProducerId: id, Epoch: epoch, FirstSeq: 20, RequestId: 3, Messages: []*orderlogpb.Message{msg("orders", "", "stale")}})
+	if resp.ErrorCode != string(apierr.ProducerFenced) {
+		t.Fatalf("stale epoch answered %+v", resp)
+	}
+	acks, err := p2.Produce(ctx, msg("orders", "", "from the new instance"))
+	if err != nil || acks[0].Offset <= offsets[len(offsets)-1] {
+		t.Fatalf("new instance: %+v %v", acks, err)
+	}
+
+	// Nothing of a refused frame was logged: C counts exactly the 21 messages.
+	waitCommitted(t, c, acks[0].Offset+1)
+	after, _ := readAll(t, c)
+	if len(after) != 21 {
+		t.Fatalf("%d messages logged, want 21", len(after))
+	}
+}
+
+// waitCommitted waits until C ≥ offset: acknowledgements come at the ack
+// quorum, and C follows once the sequencer's commit records are confirmed.
+func waitCommitted(t *testing.T, c *client.Client, offset uint64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := c.Status(ctx)
+		cancel()
+		if err == nil && st.Committed >= offset {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("C did not reach %d: %+v %v", offset, st, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func grpcProducer(t *testing.T, s *Server) orderlogpb.ProducerClient {
+	t.Helper()
+	c := dial(t, s)
+	return c.RawProducer()
+}
+
+func TestBadInputGetsStableCodesAndServerStaysHealthy(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	defer s.Close()
+	c := dial(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw, err := c.RawProducer().Produce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		req  *orderlogpb.ProduceRequest
+		want apierr.Code
+	}{
+		{&orderlogpb.ProduceRequest{RequestId: 1}, apierr.InvalidArgument},
+		{&orderlogpb.ProduceRequest{RequestId: 2, Messages: []*orderlogpb.Message{msg("", "", "x")}}, apierr.InvalidArgument},
+		{&orderlogpb.ProduceRequest{RequestId: 3, Messages: []*orderlogpb.Message{{Topic: "t", Value: make([]byte, 2<<20)}}}, apierr.MessageTooLarge},
+		{&orderlogpb.ProduceRequest{RequestId: 4, ProducerId: 999, Epoch: 1, Messages: []*orderlogpb.Message{msg("t", "", "x")}}, apierr.UnknownProducer},
+		{&orderlogpb.ProduceRequest{RequestId: 5, Epoch: 1, Messages: []*orderlogpb.Message{msg("t", "", "x")}}, apierr.InvalidArgument},
+	}
+	for _, tc := range cases {
+		if err := raw.Send(tc.req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := raw.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != string(tc.want) || resp.RequestId != tc.req.RequestId {
+			t.Errorf("request %d: got %q (%s), want %s", tc.req.RequestId, resp.ErrorCode, resp.ErrorMessage, tc.want)
+		}
+	}
+	// Reads beyond C and absurd limits.
+	err = c.Read(ctx, 1_000_000, 10, func(*client.Page) error { return nil })
+	if apierr.As(err).Code != apierr.OffsetOutOfRange {
+		t.Errorf("read beyond C: %v", err)
+	}
+	err = c.Read(ctx, 0, 4_000_000_000, func(*client.Page) error { return nil })
+	if apierr.As(err).Code != apierr.LimitTooLarge {
+		t.Errorf("absurd limit: %v", err)
+	}
+	// Still healthy: an anonymous message goes through.
+	anon, err := c.RawProducer().Produce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := anon.Send(&orderlogpb.ProduceRequest{RequestId: 9, Messages: []*orderlogpb.Message{msg("t", "", "fine")}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := anon.Recv(); err != nil || resp.ErrorCode != "" || len(resp.Acks) != 1 {
+		t.Fatalf("anonymous produce after bad input: %+v %v", resp, err)
+	}
+	waitCommitted(t, c, 1)
+	msgs, _ := readAll(t, c)
+	if len(msgs) != 1 || string(msgs[0].Message.Value) != "fine" {
+		t.Fatalf("log holds %d messages, want only the good one", len(msgs))
+	}
+}
+
+func httpDo(t *testing.T, method, url, body string, header map[string]string) (int, map[string]any, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out, string(raw)
+}
+
+func TestHTTPAPI(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	defer s.Close()
+	base := "http://" + s.HTTPAddr()
+	code, body, raw := httpDo(t, "POST", base+"/v1/producers", `{"name":"web"}`, nil)
+	if code != 200 || body["producer_id"] == nil {
+		t.Fatalf("init producer: %d %s", code, raw)
+	}
+	id, epoch := fmt.Sprint(body["producer_id"]), fmt.Sprint(body["epoch"])
+	headers := map[string]string{"Producer-Id": id, "Producer-Epoch": epoch, "Producer-Seq": "0"}
+	code, _, raw = httpDo(t, "POST", base+"/v1/messages", `[{"topic":"web","key":"u1","payload":{"click":1}},{"topic":"web","payload_base64":"AAE="}]`, headers)
+	if code != 200 || !strings.Contains(raw, `"offset":0`) || !strings.Contains(raw, `"offset":1`) {
+		t.Fatalf("produce batch: %d %s", code, raw)
+	}
+	code, _, raw = httpDo(t, "POST", base+"/v1/messages", `[{"topic":"web","key":"u1","payload":{"click":1}},{"topic":"web","payload_base64":"AAE="}]`, headers)
+	if code != 200 || !strings.Contains(raw, `"duplicate":true`) {
+		t.Fatalf("retried batch: %d %s", code, raw)
+	}
+	waitCommitted(t, dial(t, s), 2)
+	code, body, raw = httpDo(t, "GET", base+"/v1/messages?offset=0&limit=10&key=u1", "", nil)
+	messages, _ := body["messages"].([]any)
+	if code != 200 || len(messages) != 1 || !strings.Contains(raw, `"payload":{"click":1}`) {
+		t.Fatalf("read by key: %d %s", code, raw)
+	}
+	for _, tc := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"POST", "/v1/messages", `{"topic":`, 400},
+		{"POST", "/v1/messages", `{"topic":"web","payload":"` + strings.Repeat("x", 2<<20) + `"}`, 413},
+		{"GET", "/v1/messages?offset=99999", "", 416},
+		{"GET", "/v1/messages?limit=0", "", 400},
+		{"POST", "/v1/topics", `{"name":"web"}`, 409}, // created on first use
+		{"POST", "/v1/topics", `{"name":"audit"}`, 201},
+	} {
+		if code, _, raw := httpDo(t, tc.method, base+tc.path, tc.body, nil); code != tc.want {
+			t.Errorf("%s %s: %d %s, want %d", tc.method, tc.path, code, raw, tc.want)
+		}
+	}
+	if _, _, raw := httpDo(t, "GET", base+"/v1/topics", "", nil); !strings.Contains(raw, `"audit"`) || !strings.Contains(raw, `"web"`) {
+		t.Errorf("topics: %s", raw)
+	}
+	if _, _, raw := httpDo(t, "GET", base+"/v1/status", "", nil); !strings.Contains(raw, `"committed":2`) {
+		t.Errorf("status: %s", raw)
+	}
+	if _, _, raw := httpDo(t, "GET", base+"/metrics", "", nil); !strings.Contains(raw, "orderlog_ingest_logged_messages_total 2") || !strings.Contains(raw, "orderlog_committed_watermark 2") {
+		t.Errorf("metrics lack counters:\n%.2000s", raw)
+	}
+}
+
+func TestRestartKeepsTheLogAndProducerState(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	c := dial(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := c.NewProducer(ctx, "svc", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acks, err := p.Produce(ctx, msg("t", "", "a"), msg("t", "", "b"), msg("t", "", "c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, epoch := p.ID()
+	p.Close()
+	waitCommitted(t, c, acks[2].Offset+1)
+	before, _ := readAll(t, c)
+	s.Close()
+
+	s = startServer(t, dir)
+	defer s.Close()
+	c = dial(t, s)
+	after, _ := readAll(t, c)
+	if len(after) != len(before) {
+		t.Fatalf("after restart %d messages, before %d", len(after), len(before))
+	}
+	for i := range before {
+		if after[i].Offset != before[i].Offset || string(after[i].Message.Value) != string(before[i].Message.Value) {
+			t.Fatalf("message %d changed across restart: %+v vs %+v", i, after[i], before[i])
+		}
+	}
+	// The old session continues on the new server: a retry is a duplicate.
+	raw, err := c.RawProducer().Produce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Send(&orderlogpb.ProduceRequest{ProducerId: id, Epoch: epoch, FirstSeq: 1, RequestId: 1,
+		Messages: []*orderlogpb.Message{msg("t", "", "b"), msg("t", "", "c"), msg("t", "", "d")}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := raw.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != "" || len(resp.Acks) != 3 || !resp.Acks[0].Duplicate || resp.Acks[0].Offset != acks[1].Offset ||
+		resp.Acks[2].Duplicate || resp.Acks[2].Offset <= acks[2].Offset {
+		t.Fatalf("continued session answered %+v (first acks %+v)", resp, acks)
+	}
+	// InitProducer after the restart continues after the last durable seq.
+	p2, err := c.NewProducer(ctx, "svc", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	if pd, err := p2.Send(ctx, msg("t", "", "e")); err != nil || pd.FirstSeq() != 4 {
+		t.Fatalf("next seq after restart: %v %v", pd, err)
+	}
+}
