@@ -59,6 +59,8 @@ func (s *Store) AppendAsync(e Entry, recovery bool) *Ticket {
 	if len(e.Payload) > MaxPayload {
 		return &Ticket{err: fmt.Errorf("%w: payload of %d bytes", ErrInvalidEntry, len(e.Payload))}
 	}
+	r := Record{Type: RecordEntry, Ledger: e.Ledger, Entry: e.ID, Span: e.Span, LAC: e.LAC, Payload: e.Payload}
+	encoded := appendRecord(make([]byte, 0, encodedSize(&r)), &r)
 	for {
 		s.mu.Lock()
 		for s.mu.pendingBytes > s.cfg.MaxPendingBytes && s.usableLocked() == nil {
@@ -74,8 +76,7 @@ func (s *Store) AppendAsync(e Entry, recovery bool) *Ticket {
 			return &Ticket{err: err}
 		}
 		if verdict == verdictWrite {
-			r := Record{Type: RecordEntry, Ledger: e.Ledger, Entry: e.ID, Span: e.Span, LAC: e.LAC, Payload: e.Payload}
-			_, b := s.enqueueLocked(&r)
+			_, b := s.enqueueEncodedLocked(&r, encoded)
 			s.mu.Unlock()
 			return &Ticket{b: b}
 		}

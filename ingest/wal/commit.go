@@ -30,7 +30,14 @@ type chunk struct {
 // returns its position and batch. The caller has checked the store is
 // usable.
 func (s *Store) enqueueLocked(r *Record) (position, *batch) {
-	size := uint32(encodedSize(r))
+	return s.enqueueEncodedLocked(r, appendRecord(nil, r))
+}
+
+// enqueueEncodedLocked is enqueueLocked for a record already framed into
+// encoded (framing and checksumming outside the lock keeps appenders from
+// serializing on it).
+func (s *Store) enqueueEncodedLocked(r *Record, encoded []byte) (position, *batch) {
+	size := uint32(len(encoded))
 	if s.mu.tail.off > segmentHeaderSize && int64(s.mu.tail.off)+int64(size) > s.cfg.SegmentSize {
 		s.mu.tail = journalPos{seg: s.mu.tail.seg + 1, off: segmentHeaderSize}
 	}
@@ -41,12 +48,12 @@ func (s *Store) enqueueLocked(r *Record) (position, *batch) {
 		s.wake()
 	}
 	if len(b.chunks) == 0 || b.chunks[len(b.chunks)-1].seg != s.mu.tail.seg {
-		b.chunks = append(b.chunks, chunk{seg: s.mu.tail.seg})
+		b.chunks = append(b.chunks, chunk{seg: s.mu.tail.seg, data: make([]byte, 0, 64<<10)})
 	}
 	c := &b.chunks[len(b.chunks)-1]
 	pos := position{seg: s.mu.tail.seg, off: s.mu.tail.off, size: size}
 	meta := recordMeta{Type: r.Type, Ledger: r.Ledger, Entry: r.Entry, LAC: r.LAC, Offset: pos.off, Size: size}
-	c.data = appendRecord(c.data, r)
+	c.data = append(c.data, encoded...)
 	c.metas = append(c.metas, meta)
 	s.mu.tail.off += size
 	b.end = s.mu.tail

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -37,15 +38,20 @@ func TestHelperCrashLoadChild(t *testing.T) {
 	}
 	report("ready %d", s.Incarnation())
 	const writers = 16
+	// current[w] is writer w's ledger; a fenced writer moves on to a new
+	// ledger, so the load never stops by itself.
+	var current [writers]atomic.Uint64
 	for w := range writers {
 		go func() {
-			ledger := firstLedger + uint64(w)
-			for e := int64(0); ; e++ {
-				if err := s.Append(entryFor(ledger, e)); err != nil {
-					report("stopped %d %v", ledger, err)
-					return
+			for ledger := firstLedger + uint64(w); ; ledger += writers {
+				current[w].Store(ledger)
+				for e := int64(0); ; e++ {
+					if err := s.Append(entryFor(ledger, e)); err != nil {
+						report("stopped %d %v", ledger, err)
+						break
+					}
+					report("ack %d %d", ledger, e)
 				}
-				report("ack %d %d", ledger, e)
 			}
 		}()
 	}
@@ -53,7 +59,7 @@ func TestHelperCrashLoadChild(t *testing.T) {
 	for {
 		// Fences stop a writer; the parent checks they survive the kill.
 		time.Sleep(time.Duration(rng.Intn(20)) * time.Millisecond)
-		ledger := firstLedger + uint64(rng.Intn(writers))
+		ledger := current[rng.Intn(writers)].Load()
 		st, err := s.Fence(ledger)
 		if err == nil {
 			report("fence %d %d", ledger, st.Last)
@@ -76,7 +82,7 @@ func TestSIGKILLMidLoad(t *testing.T) {
 	fenced := map[uint64]int64{}
 	var incarnation uint64
 	for cycle := range cycles {
-		first := uint64(cycle*100 + 1)
+		first := uint64(cycle*1_000_000 + 1)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCrashLoadChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), childDirEnv+"="+dir, fmt.Sprintf("%s_LEDGER=%d", childDirEnv, first))
 		stdout, err := cmd.StdoutPipe()
