@@ -1,0 +1,80 @@
+package walfs
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func readAll(t *testing.T, fs *CrashFS, name string) []byte {
+	t.Helper()
+	f, err := fs.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, _ := f.Size()
+	b := make([]byte, size)
+	f.ReadAt(b, 0)
+	return b
+}
+
+func TestCrashDropsUnsyncedData(t *testing.T) {
+	fs := NewCrashFS(1)
+	fs.MkdirAll("/d")
+	f, _ := fs.Create("/d/a")
+	f.Write([]byte("synced"))
+	f.Sync()
+	fs.SyncDir("/d")
+	f.Write([]byte("-lost"))
+	g, _ := fs.Create("/d/b") // never dir-synced
+	g.Write([]byte("x"))
+	g.Sync()
+	fs.Crash()
+	if got := readAll(t, fs, "/d/a"); !bytes.Equal(got, []byte("synced")) {
+		t.Fatalf("after crash a = %q", got)
+	}
+	if _, err := fs.Open("/d/b"); err == nil {
+		t.Fatalf("file created without a directory sync survived the crash")
+	}
+	if _, err := f.Write([]byte("z")); !errors.Is(err, ErrCrashed) {
+		t.Fatalf("old handle after crash: %v", err)
+	}
+}
+
+func TestFailedSyncIsNotDurable(t *testing.T) {
+	fs := NewCrashFS(1)
+	fs.MkdirAll("/d")
+	f, _ := fs.Create("/d/a")
+	fs.SyncDir("/d")
+	f.Write([]byte("data"))
+	fs.SetInject(func(op Op, name string) error {
+		if op == OpSync {
+			return ErrInjected
+		}
+		return nil
+	})
+	if err := f.Sync(); !errors.Is(err, ErrInjected) {
+		t.Fatalf("sync: %v", err)
+	}
+	fs.SetInject(nil)
+	fs.Crash()
+	if got := readAll(t, fs, "/d/a"); len(got) != 0 {
+		t.Fatalf("data of a failed sync survived: %q", got)
+	}
+}
+
+func TestTornCrashKeepsAPrefix(t *testing.T) {
+	fs := NewCrashFS(3)
+	fs.SetTorn(true)
+	fs.MkdirAll("/d")
+	f, _ := fs.Create("/d/a")
+	f.Write([]byte("head"))
+	f.Sync()
+	fs.SyncDir("/d")
+	f.Write(bytes.Repeat([]byte{7}, 1000))
+	fs.Crash()
+	got := readAll(t, fs, "/d/a")
+	if len(got) < 4 || !bytes.Equal(got[:4], []byte("head")) || len(got) > 1004 {
+		t.Fatalf("torn crash left %d bytes starting %q", len(got), got[:min(len(got), 4)])
+	}
+}
