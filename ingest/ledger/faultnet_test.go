@@ -30,6 +30,8 @@ type faultNet struct {
 		sync.Mutex
 		rng         *rand.Rand
 		partitioned map[[2]string]bool
+		// readsCut blocks only Fence, ReadEntry, ReadEntries and LastEntry.
+		readsCut map[[2]string]bool
 		streams     map[[2]string]map[*faultStream]bool
 		// acked holds, for entries a store incarnation acknowledged, the
 		// event number at which the ack was seen.
@@ -57,6 +59,7 @@ func newFaultNet(seed uint64, slots []*storeSlot) *faultNet {
 	}
 	n.mu.rng = rand.New(rand.NewPCG(seed, 0x5eed))
 	n.mu.partitioned = make(map[[2]string]bool)
+	n.mu.readsCut = make(map[[2]string]bool)
 	n.mu.streams = make(map[[2]string]map[*faultStream]bool)
 	n.mu.acked = make(map[heldKey]uint64)
 	n.mu.closedAt = make(map[heldKey]int64)
@@ -86,6 +89,24 @@ func (n *faultNet) partition(actor, slot string, cut bool) {
 	for _, s := range victims {
 		s.cancel()
 	}
+}
+
+// cutReads blocks (or unblocks) the actor's fences and reads to the slot
+// while its appends still pass.
+func (n *faultNet) cutReads(actor, slot string, cut bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mu.readsCut[[2]string{actor, slot}] = cut
+}
+
+func (n *faultNet) routeRead(actor, slot string) (walpb.WALClient, error) {
+	n.mu.Lock()
+	cut := n.mu.readsCut[[2]string{actor, slot}]
+	n.mu.Unlock()
+	if cut {
+		return nil, errUnreachable
+	}
+	return n.route(actor, slot)
 }
 
 func (n *faultNet) chance(p float64) bool {
@@ -193,7 +214,7 @@ type faultClient struct {
 }
 
 func (c *faultClient) ReadEntry(ctx context.Context, in *walpb.ReadEntryRequest, opts ...grpc.CallOption) (*walpb.ReadEntryResponse, error) {
-	cl, err := c.net.route(c.actor, c.slot)
+	cl, err := c.net.routeRead(c.actor, c.slot)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +228,7 @@ func (c *faultClient) ReadEntry(ctx context.Context, in *walpb.ReadEntryRequest,
 }
 
 func (c *faultClient) ReadEntries(ctx context.Context, in *walpb.ReadEntriesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[walpb.ReadEntryResponse], error) {
-	cl, err := c.net.route(c.actor, c.slot)
+	cl, err := c.net.routeRead(c.actor, c.slot)
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +258,7 @@ func (s *faultReadStream) Recv() (*walpb.ReadEntryResponse, error) {
 }
 
 func (c *faultClient) LastEntry(ctx context.Context, in *walpb.LastEntryRequest, opts ...grpc.CallOption) (*walpb.LastEntryResponse, error) {
-	cl, err := c.net.route(c.actor, c.slot)
+	cl, err := c.net.routeRead(c.actor, c.slot)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +270,7 @@ func (c *faultClient) LastEntry(ctx context.Context, in *walpb.LastEntryRequest,
 }
 
 func (c *faultClient) Fence(ctx context.Context, in *walpb.FenceRequest, opts ...grpc.CallOption) (*walpb.FenceResponse, error) {
-	cl, err := c.net.route(c.actor, c.slot)
+	cl, err := c.net.routeRead(c.actor, c.slot)
 	if err != nil {
 		return nil, err
 	}

@@ -85,8 +85,10 @@ func makeSchedule(seed uint64, short bool) schedule {
 			crashed[slot] = true
 			s.events = append(s.events, event{at: at, kind: evCrash, slot: slot})
 			s.events = append(s.events, event{at: at + 1 + rng.IntN(s.entries/4), kind: evRestart, slot: slot})
-		case p < 6 && wipes < s.f && !crashed[slot]:
-			// A wiped store loses what it acked, so at most f wipes.
+		case p < 6 && wipes < min(s.f, s.w-s.a) && !crashed[slot]:
+			// A wiped store loses what it acked, so at most f wipes; and
+			// recovery needs A live holders per entry, so at most W−A
+			// (no ensemble changes: see TestRecoveryWaitsWhenAHoldersImpossible).
 			wipes++
 			s.events = append(s.events, event{at: at, kind: evWipe, slot: slot})
 		default:

@@ -25,6 +25,23 @@ type ReaderOptions struct {
 	Stores Dialer
 	// CallTimeout bounds each store call. Default 1 s.
 	CallTimeout time.Duration
+	// Passes is how many times a read goes round the whole ensemble before
+	// giving up (a reply can be lost, a store can be restarting). Default 3.
+	Passes int
+	// Retry is the pause between passes. Default 20 ms.
+	Retry time.Duration
+}
+
+func (o *ReaderOptions) fillDefaults() {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = time.Second
+	}
+	if o.Passes <= 0 {
+		o.Passes = 3
+	}
+	if o.Retry <= 0 {
+		o.Retry = 20 * time.Millisecond
+	}
 }
 
 // Reader reads entries of one ledger up to a bound known to be confirmed:
@@ -56,9 +73,7 @@ func OpenReader(ctx context.Context, cli *clientv3.Client, id uint64, o ReaderOp
 // caller that knows entries up to confirmed are confirmed (for example its
 // own writer's LAC, or a LAC from the commit map).
 func NewReader(m Metadata, confirmed int64, o ReaderOptions) (*Reader, error) {
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = time.Second
-	}
+	o.fillDefaults()
 	if o.Stores == nil {
 		return nil, fmt.Errorf("%w: no store dialer", ErrBadConfig)
 	}
@@ -75,25 +90,40 @@ func (r *Reader) Metadata() Metadata { return r.meta }
 // Last is the last entry the reader serves (-1: none).
 func (r *Reader) Last() int64 { return r.bound }
 
-// Read returns one entry, trying each ensemble member once, starting at a
-// member chosen by the entry id to spread load.
+// Read returns one entry, trying the ensemble members in turn (starting
+// at one chosen by the entry id, to spread load), for up to Passes rounds.
 func (r *Reader) Read(ctx context.Context, id int64) (Entry, error) {
 	if id < 0 || id > r.bound {
 		return Entry{}, fmt.Errorf("ledger %d entry %d (last %d): %w", r.meta.ID, id, r.bound, ErrBeyondLast)
 	}
 	var causes []error
-	for k := range r.clients {
-		i := (int(id%int64(len(r.clients))) + k) % len(r.clients)
-		e, err := r.readFrom(ctx, i, id)
-		if err == nil {
-			return e, nil
-		}
-		causes = append(causes, err)
-		if ctx.Err() != nil {
+	for pass := range r.opts.Passes {
+		if pass > 0 && r.pause(ctx) != nil {
 			break
 		}
+		causes = causes[:0]
+		for k := range r.clients {
+			i := (int(id%int64(len(r.clients))) + k) % len(r.clients)
+			e, err := r.readFrom(ctx, i, id)
+			if err == nil {
+				return e, nil
+			}
+			causes = append(causes, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		causes = append(causes, err)
 	}
 	return Entry{}, fmt.Errorf("ledger %d entry %d: %w: %w", r.meta.ID, id, ErrUnreadable, errors.Join(causes...))
+}
+
+func (r *Reader) pause(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(r.opts.Retry):
+		return nil
+	}
 }
 
 func (r *Reader) readFrom(ctx context.Context, i int, id int64) (Entry, error) {
@@ -135,8 +165,11 @@ func (r *Reader) Scan(ctx context.Context, first, last int64, fn func(Entry) err
 		if next > before {
 			failures = 0
 		}
-		if failures++; failures >= len(r.clients) {
+		if failures++; failures >= len(r.clients)*r.opts.Passes {
 			return fmt.Errorf("ledger %d entry %d: %w: %w", r.meta.ID, next, ErrUnreadable, err)
+		}
+		if failures%len(r.clients) == 0 && r.pause(ctx) != nil {
+			return ctx.Err()
 		}
 	}
 	return nil

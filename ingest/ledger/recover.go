@@ -236,7 +236,7 @@ func (r *recovery) backfill(ctx context.Context, i int, entry int64, copyOf *wal
 	if err != nil || resp.Status != walpb.EntryStatus_PRESENT || resp.LastEntry >= entry {
 		return walpb.AddCode_ADD_CODE_UNSPECIFIED
 	}
-	rd := &Reader{meta: r.meta, clients: r.clients, bound: entry - 1, opts: ReaderOptions{CallTimeout: r.opts.CallTimeout}}
+	rd := r.reader(entry - 1)
 	var batch []*walpb.AddEntry
 	for id := resp.LastEntry + 1; id < entry; id++ {
 		e, err := rd.Read(ctx, id)
@@ -293,6 +293,13 @@ func (r *recovery) addAll(ctx context.Context, i int, entries []*walpb.AddEntry)
 	return walpb.AddCode_ADD_OK
 }
 
+// reader reads entries up to bound (all decided) from the ensemble.
+func (r *recovery) reader(bound int64) *Reader {
+	o := ReaderOptions{CallTimeout: r.opts.CallTimeout, Retry: r.opts.Retry}
+	o.fillDefaults()
+	return &Reader{meta: r.meta, clients: r.clients, bound: bound, opts: o}
+}
+
 func (r *recovery) pause(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
@@ -306,7 +313,7 @@ func (r *recovery) pause(ctx context.Context) error {
 // entry's non-empty span from below and the last one from above. Spans of
 // entries the walk saw are known; the rest are read with reader fallback.
 func (r *recovery) offsetHull(ctx context.Context, last int64) (first, end uint64, err error) {
-	rd := &Reader{meta: r.meta, clients: r.clients, bound: last, opts: ReaderOptions{CallTimeout: r.opts.CallTimeout}}
+	rd := r.reader(last)
 	span := func(id int64) (Span, error) {
 		if s, ok := r.spans[id]; ok {
 			return s, nil

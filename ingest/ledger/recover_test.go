@@ -1,0 +1,88 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestRecoveryUnknownIsNotAbsent: entries 20..29 are confirmed on slots 1
+// and 2 only; slot 1 then loses its disk (UNKNOWN) and the recoverer cannot
+// fence or read slot 2 (its appends still pass). For entry 20, slot 0's
+// ABSENT plus slot 1's UNKNOWN would end the ledger at 19 if UNKNOWN
+// counted as ABSENT, losing ten confirmed entries; recovery must wait
+// instead, and finish with every confirmed entry once slot 2 answers.
+func TestRecoveryUnknownIsNotAbsent(t *testing.T) {
+	c := newTestCluster(t, 3, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := c.create(t, 2, 1, WriterOptions{UnreachableAfter: time.Hour})
+	appendRange(t, w, 0, 20)
+	if err := w.WaitConfirmed(ctx, 19); err != nil {
+		t.Fatal(err)
+	}
+	c.net.partition("writer", c.slots[0].name, true)
+	appendRange(t, w, 20, 30)
+	if err := w.WaitConfirmed(ctx, 29); err != nil {
+		t.Fatal(err)
+	}
+	c.slots[1].restart(t, true)
+	c.net.cutReads("recovery", c.slots[2].name, true)
+
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err := Recover(short, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: 100 * time.Millisecond})
+	cancelShort()
+	var incomplete *RecoveryIncompleteError
+	if !errors.As(err, &incomplete) || incomplete.Entry != 20 {
+		t.Fatalf("Recover without slot 2's answers = %v, want incomplete at entry 20", err)
+	}
+	if m, err := Get(ctx, c.cli, w.ID()); err != nil || m.State != StateRecovering {
+		t.Fatalf("ledger after incomplete recovery: %+v, %v", m, err)
+	}
+
+	c.net.cutReads("recovery", c.slots[2].name, false)
+	m, err := Recover(ctx, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.LastEntry != 29 {
+		t.Fatalf("recovered last %d, want 29 (all confirmed, nothing more was written)", m.LastEntry)
+	}
+	checkClosedLedger(t, ctx, c, m)
+	if closed, err := w.Close(ctx); err != nil || closed.LastEntry != 29 {
+		t.Fatalf("writer close = %+v, %v", closed, err)
+	}
+}
+
+// TestRecoveryWaitsWhenAHoldersImpossible: with W = A = 3 and one store's
+// disk lost, an unconfirmed entry cannot be rolled forward to A stores
+// (ensembles never change), so recovery does not conclude and the ledger
+// stays recovering.
+func TestRecoveryWaitsWhenAHoldersImpossible(t *testing.T) {
+	c := newTestCluster(t, 3, 9)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := c.create(t, 3, 1, WriterOptions{})
+	appendRange(t, w, 0, 10)
+	if err := w.WaitConfirmed(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	c.net.partition("writer", c.slots[2].name, true)
+	appendRange(t, w, 10, 12) // held by slots 0 and 1, never confirmed
+	c.slots[2].restart(t, true)
+
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancelShort()
+	_, err := Recover(short, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: 100 * time.Millisecond})
+	var incomplete *RecoveryIncompleteError
+	if !errors.As(err, &incomplete) || incomplete.Entry < 10 {
+		t.Fatalf("Recover = %v, want incomplete at entry ≥ 10", err)
+	}
+	if m, err := Get(ctx, c.cli, w.ID()); err != nil || m.State != StateRecovering {
+		t.Fatalf("ledger: %+v, %v", m, err)
+	}
+	if lac := w.LAC(); lac != 9 {
+		t.Fatalf("writer LAC %d, want 9", lac)
+	}
+}
