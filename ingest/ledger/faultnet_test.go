@@ -32,7 +32,7 @@ type faultNet struct {
 		partitioned map[[2]string]bool
 		// readsCut blocks only Fence, ReadEntry, ReadEntries and LastEntry.
 		readsCut map[[2]string]bool
-		streams     map[[2]string]map[*faultStream]bool
+		streams  map[[2]string]map[*faultStream]bool
 		// acked holds, for entries a store incarnation acknowledged, the
 		// event number at which the ack was seen.
 		acked map[heldKey]uint64
