@@ -23,8 +23,8 @@ var (
 	// ErrInvalidEntry is returned for negative entry ids and oversized
 	// payloads.
 	ErrInvalidEntry = errors.New("wal: invalid entry")
-	// ErrLocked is returned by Open when another Store has the directory open
-	// in this process.
+	// ErrLocked is returned by Open when another Store, in this or another
+	// process, has the directory open.
 	ErrLocked = errors.New("wal: directory already open")
 )
 

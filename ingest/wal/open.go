@@ -27,6 +27,17 @@ func Open(cfg Config) (*Store, error) {
 	if err := s.fs.MkdirAll(s.dir); err != nil {
 		return nil, fmt.Errorf("wal: create dir: %w", err)
 	}
+	lock, err := lockDir(s.fs, s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: lock %s: %w", s.dir, err)
+	}
+	s.lock = lock
+	opened := false
+	defer func() {
+		if !opened {
+			lock.release()
+		}
+	}()
 	old, haveOld := readCookie(s.fs, s.dir)
 	s.id, s.fresh = decideIdentity(old, haveOld, cfg.ExpectedIncarnation, cfg.Now())
 	// The cookie is marked unclean for the whole run; only Close marks it
@@ -49,6 +60,7 @@ func Open(cfg Config) (*Store, error) {
 	s.mu.tail = journalPos{seg: next, off: segmentHeaderSize}
 	s.mu.durable = s.mu.tail
 	go s.commitLoop()
+	opened = true
 	return s, nil
 }
 

@@ -22,6 +22,7 @@ type Store struct {
 	corruptions []*CorruptionError
 	fresh       bool
 	stats       statCounters
+	lock        *dirLock
 
 	mu struct {
 		sync.Mutex
@@ -110,6 +111,7 @@ func (s *Store) Close() error {
 	if cerr := s.active.Close(); err == nil {
 		err = cerr
 	}
+	s.lock.release()
 	return err
 }
 

@@ -248,3 +248,22 @@ func TestConcurrentAppendersGroupCommit(t *testing.T) {
 		}
 	}
 }
+
+func TestDirectoryLock(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Config{Dir: dir}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open of a locked directory: %v", err)
+	}
+	mustAppend(t, s, 1, 0, 3)
+	s.Close()
+	s, err = Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatalf("open after close: %v", err)
+	}
+	defer s.Close()
+	expectPresent(t, s, 1, 2)
+}

@@ -1,0 +1,43 @@
+package wal
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"orderlog/ingest/wal/walfs"
+)
+
+const lockName = "LOCK"
+
+// dirLock is an exclusive flock on <dir>/LOCK, held while a Store is open
+// on the real filesystem. The kernel drops it when the process dies, so a
+// crashed store never blocks its successor.
+type dirLock struct{ f *os.File }
+
+// lockDir takes the lock, or fails with ErrLocked. Other filesystems (the
+// test CrashFS) are not locked.
+func lockDir(fsys walfs.FS, dir string) (*dirLock, error) {
+	if _, ok := fsys.(walfs.OS); !ok {
+		return &dirLock{}, nil
+	}
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, ErrLocked
+		}
+		return nil, err
+	}
+	return &dirLock{f: f}, nil
+}
+
+func (l *dirLock) release() {
+	if l.f != nil {
+		l.f.Close()
+	}
+}
