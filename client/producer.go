@@ -247,3 +247,10 @@ func (p *Producer) failAll(err error) {
 	}
 	p.mu.pending = nil
 }
+
+// NextSeq is the sequence number the next message sent will get.
+func (p *Producer) NextSeq() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.nextSeq
+}

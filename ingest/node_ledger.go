@@ -31,7 +31,7 @@ func (n *Node) openLedger() {
 			n.do(n.pipe.LedgerOpenFailed)
 			return
 		}
-		if !n.do(func() { n.ledgerOpened(w) }) {
+		if !n.do(func() { n.ledgerOpened(w, snapshot) }) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_, _ = w.Close(ctx)
 			cancel()
@@ -70,13 +70,24 @@ func (n *Node) createLedger(epoch int64, snapshot []producer.State) (*ledger.Wri
 	return w, nil
 }
 
-func (n *Node) ledgerOpened(w *ledger.Writer) {
+// ledgerOpened starts using w, whose entry 0 holds snapshot. A producer
+// waiting for a durable snapshot has it in entry 0 if it was settled when
+// the snapshot was taken; one settled since gets an entry of its own.
+func (n *Node) ledgerOpened(w *ledger.Writer, snapshot []producer.State) {
 	n.writer = w
 	n.pipe.LedgerOpened(w.ID())
 	n.metrics.ledgersOpened.Inc()
-	for _, s := range n.producers {
-		if s.snapshotEntry == snapshotInNextLedger {
+	inEntry0 := make(map[uint64]bool, len(snapshot))
+	for _, st := range snapshot {
+		inEntry0[st.ID] = true
+	}
+	for id, s := range n.producers {
+		switch {
+		case !s.settled || s.snapshotEntry != snapshotInNextLedger:
+		case inEntry0[id]:
 			s.snapshotLedger, s.snapshotEntry = w.ID(), 0
+		default:
+			n.writeSnapshot(id, s)
 		}
 	}
 }
@@ -155,7 +166,7 @@ func (n *Node) ledgerClosed(id uint64, last int64) {
 	n.pipe.LedgerClosed(id, last)
 	n.snapshotsDurable(id, last)
 	for _, s := range n.producers {
-		if s.snapshotLedger == id && s.snapshotEntry > last {
+		if s.settled && s.snapshotLedger == id && s.snapshotEntry > last {
 			s.snapshotLedger, s.snapshotEntry = 0, snapshotInNextLedger
 			n.pipe.WantLedger()
 		}

@@ -26,6 +26,7 @@ type producerSession struct {
 	// epoch is the highest epoch InitProducer gave the producer while the
 	// session was settling; settle fences the table at it.
 	epoch          uint64
+	settled        bool // state rebuilt and in the table
 	ready          bool
 	held           []*frame
 	onReady        []func(error)
@@ -91,7 +92,15 @@ func (n *Node) settle(id uint64, state producer.State) {
 	}
 	state.Epoch = max(state.Epoch, s.epoch)
 	n.table.Register(state)
+	s.settled = true
+	n.writeSnapshot(id, s)
+}
+
+// writeSnapshot appends a one-producer snapshot entry to the open ledger,
+// or, without one, leaves the snapshot to entry 0 of the next ledger.
+func (n *Node) writeSnapshot(id uint64, s *producerSession) {
 	if n.writer != nil {
+		state, _ := n.table.Get(id)
 		if payload, err := batch.EncodeSnapshot(nil, time.Now().UnixMicro(), []producer.State{state}); err == nil {
 			if entry, err := n.writer.Append(payload, spanNone); err == nil {
 				s.snapshotLedger, s.snapshotEntry = n.writer.ID(), entry
@@ -108,7 +117,7 @@ func (n *Node) settle(id uint64, state producer.State) {
 // ledgerID is now durable (≤ through), that ledger in its etcd record.
 func (n *Node) snapshotsDurable(ledgerID uint64, through int64) {
 	for id, s := range n.producers {
-		if s.ready || s.recording || s.snapshotLedger != ledgerID || s.snapshotEntry < 0 || s.snapshotEntry > through {
+		if !s.settled || s.ready || s.recording || s.snapshotLedger != ledgerID || s.snapshotEntry < 0 || s.snapshotEntry > through {
 			continue
 		}
 		s.recording = true

@@ -55,7 +55,10 @@ func (e *RefusalError) Error() string {
 	case Fenced:
 		return fmt.Sprintf("producer: fenced by epoch %d", e.Epoch)
 	default:
-		return "producer: unknown producer or epoch"
+		if e.Epoch > 0 {
+			return fmt.Sprintf("producer: epoch newer than the registered %d: call InitProducer", e.Epoch)
+		}
+		return "producer: not owned here"
 	}
 }
 
@@ -115,8 +118,11 @@ func (t *Table) Remove(id uint64) { delete(t.producers, id) }
 // not refused, marks its new part accepted (in flight).
 func (t *Table) Check(id, epoch, firstSeq uint64, n int) (Decision, error) {
 	p, ok := t.producers[id]
-	if !ok || epoch > p.epoch {
+	if !ok {
 		return Decision{}, &RefusalError{Reason: UnknownProducer}
+	}
+	if epoch > p.epoch {
+		return Decision{}, &RefusalError{Reason: UnknownProducer, Epoch: p.epoch}
 	}
 	if epoch < p.epoch {
 		return Decision{}, &RefusalError{Reason: Fenced, Epoch: p.epoch}
