@@ -6,7 +6,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: run build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer \
+.PHONY: run build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e \
         proto proto-tools soak vet fmt clean
 
 ## run: build and start `orderlog dev` (everything in one process, data in ./data)
@@ -38,8 +38,12 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
 
-## bench: every benchmark, each printing ratios against a reference from the same run
-bench: bench-wal bench-ledger bench-sequencer
+## bench: every benchmark, each printing ratios against a reference from the same run;
+## the end-to-end one comes last and ends with e2e_msgs_per_s and e2e_vs_wal_ratio
+bench: bench-wal bench-ledger bench-sequencer bench-e2e
+
+bench-e2e: build
+	$(GO) run ./bench/e2e -orderlog $(BIN)
 
 bench-wal:
 	@if [ -d bench/wal ]; then $(GO) run ./bench/wal; else echo "bench-wal: not built yet"; fi

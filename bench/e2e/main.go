@@ -1,0 +1,134 @@
+// Command e2e benchmarks orderlog end to end (`make bench-e2e`, part of
+// `make bench`): in one run it measures the WAL store's own append
+// throughput (bench/wal, 1 KiB entries, 64 appenders, fsync always) as the
+// reference, then starts `orderlog dev` as a separate process on the same
+// disk and drives it with the `orderlog bench` load (16 idempotent gRPC
+// streams of 1 KiB messages, fsync before ack): first as fast as it goes,
+// then at half that rate for the latency. It ends with the lines
+// e2e_msgs_per_s=<n> and e2e_vs_wal_ratio=<x>.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"time"
+
+	"orderlog/client"
+)
+
+func main() {
+	binary := flag.String("orderlog", "bin/orderlog", "the orderlog binary to start as `orderlog dev`")
+	duration := flag.Duration("duration", 8*time.Second, "length of each measurement")
+	streams := flag.Int("streams", 16, "producer streams")
+	size := flag.Int("size", 1024, "message size")
+	flag.Parse()
+
+	dir, err := os.MkdirTemp("", "orderlog-e2e-bench")
+	check(err)
+	defer os.RemoveAll(dir)
+
+	walRate := walReference(filepath.Join(dir, "wal"), *duration)
+	fmt.Printf("wal_entries_per_s=%.0f (bench/wal, same disk, same run)\n", walRate)
+
+	grpcAddr := freeAddr()
+	server := exec.Command(*binary, "dev", "--data", filepath.Join(dir, "dev"), "--grpc-addr", grpcAddr,
+		"--http-addr", freeAddr(), "--etcd-addr", "127.0.0.1:0")
+	logFile, err := os.Create(filepath.Join(dir, "dev.log"))
+	check(err)
+	server.Stdout, server.Stderr = logFile, logFile
+	check(server.Start())
+	defer func() {
+		_ = server.Process.Signal(syscall.SIGTERM)
+		_ = server.Wait()
+	}()
+	c, err := client.Dial(grpcAddr)
+	check(err)
+	defer c.Close()
+	waitReady(c)
+
+	ctx := context.Background()
+	load := client.LoadConfig{Streams: *streams, Size: *size, Frame: 64, InFlight: 8, Duration: *duration}
+	_, err = client.RunLoad(ctx, c, client.LoadConfig{Streams: *streams, Size: *size, Frame: 64, InFlight: 8, Duration: time.Second})
+	check(err) // warm-up: ledgers open, reservations made
+	peak, err := client.RunLoad(ctx, c, load)
+	check(err)
+	report("peak", peak)
+	load.Rate = peak.MessagesPerSecond() / 2
+	half, err := client.RunLoad(ctx, c, load)
+	check(err)
+	report(fmt.Sprintf("at half rate (%.0f msg/s asked)", load.Rate), half)
+
+	fmt.Printf("e2e_p99_ack_ms_at_half_rate=%.3f\n", ms(half.Percentile(0.99)))
+	fmt.Printf("e2e_mb_per_s=%.1f\n", peak.MBPerSecond())
+	fmt.Printf("e2e_msgs_per_s=%.0f\n", peak.MessagesPerSecond())
+	fmt.Printf("e2e_vs_wal_ratio=%.2f\n", peak.MessagesPerSecond()/walRate)
+}
+
+// walReference runs the WAL store benchmark once and returns its
+// entries/s.
+func walReference(dir string, duration time.Duration) float64 {
+	cmd := exec.Command("go", "run", "./bench/wal", "-dir", dir, "-rounds", "1", "-open-gib", "0",
+		"-duration", duration.String())
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	check(err)
+	check(cmd.Start())
+	pattern := regexp.MustCompile(`round 0 store: ([0-9.]+) entries/s`)
+	var rate float64
+	scanner := bufio.NewScanner(out)
+	for scanner.Scan() {
+		fmt.Println("  wal: " + scanner.Text())
+		if m := pattern.FindStringSubmatch(scanner.Text()); m != nil {
+			rate, _ = strconv.ParseFloat(m[1], 64)
+		}
+	}
+	check(cmd.Wait())
+	if rate == 0 {
+		check(fmt.Errorf("bench/wal printed no store rate"))
+	}
+	return rate
+}
+
+func report(label string, r client.LoadResult) {
+	fmt.Printf("%s: %.0f msg/s, %.1f MB/s, ack p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms\n", label,
+		r.MessagesPerSecond(), r.MBPerSecond(), ms(r.Percentile(0.5)), ms(r.Percentile(0.99)), ms(r.Percentile(0.999)))
+}
+
+func waitReady(c *client.Client) {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := c.Status(ctx)
+		cancel()
+		if err == nil && st.Epoch > 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	check(fmt.Errorf("orderlog dev did not become ready"))
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/e2e:", err)
+		os.Exit(1)
+	}
+}

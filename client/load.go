@@ -1,0 +1,148 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"orderlog/proto/orderlogpb"
+)
+
+// LoadConfig describes a streaming load: Streams idempotent producers,
+// each sending frames of Frame messages of Size bytes with up to InFlight
+// frames unacknowledged, for Count messages in total or for Duration.
+// Rate, if positive, paces all streams together to that many messages/s.
+type LoadConfig struct {
+	Streams, Size, Count, Frame, InFlight int
+	Duration                              time.Duration
+	Rate                                  float64
+}
+
+// LoadResult is what a load measured.
+type LoadResult struct {
+	Messages  int
+	Bytes     int
+	Elapsed   time.Duration
+	Latencies []time.Duration // per frame, send to acknowledgement
+}
+
+// MessagesPerSecond is the acknowledged message rate.
+func (r LoadResult) MessagesPerSecond() float64 { return float64(r.Messages) / r.Elapsed.Seconds() }
+
+// MBPerSecond is the acknowledged payload rate in MB/s.
+func (r LoadResult) MBPerSecond() float64 { return float64(r.Bytes) / r.Elapsed.Seconds() / 1e6 }
+
+// Percentile returns the p-quantile (0..1) of the frame latencies.
+func (r LoadResult) Percentile(p float64) time.Duration {
+	if len(r.Latencies) == 0 {
+		return 0
+	}
+	sorted := append([]time.Duration(nil), r.Latencies...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	return sorted[int(p*float64(len(sorted)-1))]
+}
+
+// RunLoad runs a load against c and waits for every acknowledgement.
+func RunLoad(ctx context.Context, c *Client, cfg LoadConfig) (LoadResult, error) {
+	payload := make([]byte, cfg.Size)
+	for i := range payload {
+		payload[i] = byte('a' + i%26)
+	}
+	framesPerStream := -1
+	if cfg.Count > 0 {
+		framesPerStream = (cfg.Count + cfg.Frame*cfg.Streams - 1) / (cfg.Frame * cfg.Streams)
+	}
+	deadline := time.Now().Add(cfg.Duration)
+	var interval time.Duration // between frames of one stream, for Rate
+	if cfg.Rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(cfg.Frame*cfg.Streams) / cfg.Rate)
+	}
+	var mu sync.Mutex
+	var total LoadResult
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.Streams)
+	start := time.Now()
+	for s := 0; s < cfg.Streams; s++ {
+		wg.Add(1)
+		go func(stream int) {
+			defer wg.Done()
+			name := fmt.Sprintf("load-%d-%d", start.UnixNano(), stream)
+			r, err := loadStream(ctx, c, name, payload, cfg, framesPerStream, deadline, interval)
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			total.Messages += r.Messages
+			total.Bytes += r.Bytes
+			total.Latencies = append(total.Latencies, r.Latencies...)
+			mu.Unlock()
+		}(s)
+	}
+	wg.Wait()
+	total.Elapsed = time.Since(start)
+	select {
+	case err := <-errs:
+		return total, err
+	default:
+		return total, nil
+	}
+}
+
+func loadStream(ctx context.Context, cl *Client, name string, payload []byte, cfg LoadConfig,
+	frames int, deadline time.Time, interval time.Duration) (LoadResult, error) {
+	producer, err := cl.NewProducer(ctx, name, ProducerOptions{MaxInFlight: cfg.InFlight})
+	if err != nil {
+		return LoadResult{}, err
+	}
+	defer producer.Close()
+	type sent struct {
+		pending *Pending
+		at      time.Time
+	}
+	window := make(chan sent, cfg.InFlight)
+	var result LoadResult
+	waitErr := make(chan error, 1)
+	go func() {
+		for s := range window {
+			if _, err := s.pending.Wait(ctx); err != nil {
+				waitErr <- err
+				for range window {
+				}
+				return
+			}
+			result.Latencies = append(result.Latencies, time.Since(s.at))
+		}
+		waitErr <- nil
+	}()
+	next := time.Now()
+	for i := 0; frames < 0 || i < frames; i++ {
+		if frames < 0 && time.Now().After(deadline) {
+			break
+		}
+		if interval > 0 {
+			time.Sleep(time.Until(next))
+			next = next.Add(interval)
+		}
+		messages := make([]*orderlogpb.Message, cfg.Frame)
+		for j := range messages {
+			messages[j] = &orderlogpb.Message{Topic: "bench", Value: payload}
+		}
+		at := time.Now()
+		pending, err := producer.Send(ctx, messages...)
+		if err != nil {
+			close(window)
+			<-waitErr
+			return result, err
+		}
+
+		window <- sent{pending, at}
+		result.Messages += cfg.Frame
+		result.Bytes += cfg.Frame * len(payload)
+	}
+	close(window)
+	err = <-waitErr // the waiter has appended every latency once it answers
+	return result, err
+}
