@@ -2,16 +2,21 @@ package reader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	pb "orderlog/proto/sequencerpb"
 	"orderlog/sequencer"
 )
+
+var errNoLeader = errors.New("reader: no sequencer leader")
 
 // Follow keeps commits up to date from the sequencer leader's commit-map
 // stream until ctx ends: it finds the leader in etcd, subscribes from the
@@ -23,7 +28,7 @@ func Follow(ctx context.Context, cli *clientv3.Client, commits *CommitMap, logf 
 		err := followOnce(ctx, cli, commits)
 		// Log each new kind of failure once: during a failover the same one
 		// repeats every retry until the new leader serves.
-		if err != nil && ctx.Err() == nil && logf != nil && err.Error() != lastLogged {
+		if err != nil && ctx.Err() == nil && logf != nil && err.Error() != lastLogged && !electing(err) {
 			logf("reader: commit map: %v (retrying)", err)
 			lastLogged = err.Error()
 		}
@@ -42,7 +47,7 @@ func followOnce(ctx context.Context, cli *clientv3.Client, commits *CommitMap) e
 		return err
 	}
 	if addr == "" {
-		return fmt.Errorf("no sequencer leader")
+		return errNoLeader
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -83,4 +88,10 @@ func applyFrame(commits *CommitMap, frame *pb.CommitMapFrame) error {
 		}
 	}
 	return nil
+}
+
+// electing reports the failures expected while a sequencer leader is being
+// elected or is taking over; they are retried without a word.
+func electing(err error) bool {
+	return errors.Is(err, errNoLeader) || status.Code(err) == codes.Unavailable
 }

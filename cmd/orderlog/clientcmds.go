@@ -132,6 +132,9 @@ func runProduce(args []string) error {
 	}
 	progress.done()
 	if count > 0 {
+		// Acknowledged means durable; wait until it is also committed so a
+		// read right after this command sees it.
+		waitCommitted(ctx, cl, last+1)
 		fmt.Printf("produced %d messages, offsets %d..%d\n", count, first, last)
 	} else {
 		fmt.Println("produced 0 messages")
@@ -277,4 +280,15 @@ func producerSeq(m *orderlogpb.StoredMessage) *uint64 {
 	}
 	seq := m.ProducerSeq
 	return &seq
+}
+
+// waitCommitted waits (up to 5 s) until the committed watermark passes offset.
+func waitCommitted(ctx context.Context, cl *client.Client, offset uint64) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if st, err := cl.Status(ctx); err == nil && st.Committed >= offset {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
