@@ -91,7 +91,8 @@ const (
 	AddCode_ADD_OK               AddCode = 1
 	// Ordinary append to a fenced or closed ledger.
 	AddCode_ADD_FENCED AddCode = 2
-	// entry_id is not last+1 (and not an identical re-append).
+	// entry_id is not last+1 (and not an identical re-append); also a
+	// negative entry_id.
 	AddCode_ADD_GAP AddCode = 3
 	// Re-append of an existing entry with different bytes.
 	AddCode_ADD_CONFLICT AddCode = 4
@@ -432,7 +433,8 @@ func (x *AddResult) GetMessage() string {
 }
 
 // Results for one request frame may arrive in several response frames;
-// each entry's result is sent only after the fsync that covers it.
+// each entry's result is sent only after the fsync that covers it. Entries
+// of one stream are applied in order and their results keep that order.
 type AddEntriesResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*AddResult           `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -477,6 +479,7 @@ func (x *AddEntriesResponse) GetResults() []*AddResult {
 	return nil
 }
 
+// An entry appended but not yet fsynced reads UNKNOWN.
 type ReadEntryRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	LedgerId         uint64                 `protobuf:"varint,1,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
@@ -804,6 +807,8 @@ func (x *LastEntryResponse) GetLac() int64 {
 	return 0
 }
 
+// A fence is applied whatever incarnation the request names (the ledger must
+// take no more ordinary appends here either way); the answer is then UNKNOWN.
 type FenceRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	LedgerId         uint64                 `protobuf:"varint,1,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
@@ -919,6 +924,7 @@ func (x *FenceResponse) GetLac() int64 {
 	return 0
 }
 
+// A close is applied whatever incarnation the request names.
 type CloseLedgerRequest struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	LedgerId         uint64                 `protobuf:"varint,1,opt,name=ledger_id,json=ledgerId,proto3" json:"ledger_id,omitempty"`
