@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -66,8 +67,11 @@ func Recover(ctx context.Context, cli *clientv3.Client, id uint64, o RecoverOpti
 	if err != nil {
 		return Metadata{}, err
 	}
-	r := &recovery{meta: m, clients: clients, opts: o}
+	r := &recovery{cli: cli, meta: m, clients: clients, opts: o}
 	last, err := r.run(ctx)
+	if errors.Is(err, errClosedElsewhere) {
+		return r.closed, nil
+	}
 	if err != nil {
 		return Metadata{}, err
 	}
@@ -88,12 +92,21 @@ func Recover(ctx context.Context, cli *clientv3.Client, id uint64, o RecoverOpti
 
 // recovery is the I/O around decideFence and decideEntry.
 type recovery struct {
+	cli     *clientv3.Client
 	meta    Metadata
 	clients []walpb.WALClient
 	opts    RecoverOptions
 	// spans learned during the walk, for the offset hull.
 	spans map[int64]Span
+	// closed is the metadata another closer wrote while this recovery
+	// waited (errClosedElsewhere).
+	closed Metadata
 }
+
+// errClosedElsewhere stops a recovery that finds, while waiting, that
+// another recovery (or the writer) already closed the ledger: the stores may
+// have dropped entries beyond that close, so this walk could never finish.
+var errClosedElsewhere = errors.New("ledger: closed by another actor")
 
 // run fences, walks, and returns the ledger's last entry.
 func (r *recovery) run(ctx context.Context) (int64, error) {
@@ -133,7 +146,7 @@ func (r *recovery) fence(ctx context.Context) (int64, error) {
 			return startAfter, nil
 		}
 		if err := r.pause(ctx); err != nil {
-			return 0, &RecoveryIncompleteError{LedgerID: r.meta.ID, Entry: -1, Reason: "fence quorum not reached", Err: err}
+			return 0, r.incomplete(-1, "fence quorum not reached", err)
 		}
 	}
 }
@@ -166,7 +179,7 @@ func (r *recovery) settle(ctx context.Context, entry int64) (bool, error) {
 			}
 		}
 		if err := r.pause(ctx); err != nil {
-			return false, &RecoveryIncompleteError{LedgerID: r.meta.ID, Entry: entry, Reason: "neither A holders nor W-A+1 ABSENT", Err: err}
+			return false, r.incomplete(entry, "neither A holders nor W-A+1 ABSENT", err)
 		}
 	}
 }
@@ -300,13 +313,27 @@ func (r *recovery) reader(bound int64) *Reader {
 	return &Reader{meta: r.meta, clients: r.clients, bound: bound, opts: o}
 }
 
+// pause waits before asking the stores again, and checks that nobody
+// closed the ledger meanwhile.
 func (r *recovery) pause(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(r.opts.Retry):
-		return nil
 	}
+	m, err := Get(ctx, r.cli, r.meta.ID)
+	if err == nil && m.State == StateClosed {
+		r.closed = m
+		return errClosedElsewhere
+	}
+	return nil
+}
+
+func (r *recovery) incomplete(entry int64, reason string, err error) error {
+	if errors.Is(err, errClosedElsewhere) {
+		return err
+	}
+	return &RecoveryIncompleteError{LedgerID: r.meta.ID, Entry: entry, Reason: reason, Err: err}
 }
 
 // offsetHull finds the covered offset range of entries 0..last: the first

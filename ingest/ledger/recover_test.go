@@ -85,4 +85,28 @@ func TestRecoveryWaitsWhenAHoldersImpossible(t *testing.T) {
 	if lac := w.LAC(); lac != 9 {
 		t.Fatalf("writer LAC %d, want 9", lac)
 	}
+
+	// A recovery waiting there stops and adopts the result when someone
+	// else closes the ledger (here: an operator's close, written directly).
+	done := make(chan Metadata, 1)
+	go func() {
+		m, err := Recover(ctx, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: 100 * time.Millisecond})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- m
+	}()
+	cur, err := Get(ctx, c.cli, w.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, swapped, err := transition(ctx, c.cli, cur, StateRecovering, func(m Metadata) Metadata {
+		m.State, m.LastEntry = StateClosed, 9
+		return m
+	}); err != nil || !swapped {
+		t.Fatalf("close: %v %v", swapped, err)
+	}
+	if m := <-done; m.State != StateClosed || m.LastEntry != 9 {
+		t.Fatalf("waiting recovery returned %+v", m)
+	}
 }
