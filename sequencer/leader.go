@@ -123,7 +123,7 @@ func (l *leader) applyConfirmed(lac int64) {
 // maxCommitsInFlight bounds the commit entries appended but not confirmed;
 // records produced meanwhile wait and go out together in the next entry
 // (group commit: under load entries grow instead of multiplying).
-const maxCommitsInFlight = 2
+const maxCommitsInFlight = 1
 
 func (l *leader) flushCommitsLocked() {
 	if len(l.mu.unsent) == 0 || len(l.mu.pending) >= maxCommitsInFlight || l.mu.deposed {

@@ -3,6 +3,7 @@ package sequencer
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,7 +34,10 @@ type grantStream struct {
 	done        chan struct{}
 	endOnce     sync.Once
 	sendMu      sync.Mutex // one Send at a time: the receiving goroutine flushes too
-	mu          struct {
+	// inRecv is set while the receiving goroutine feeds a frame; it flushes
+	// right after, so queueing needs no wake-up of the handler goroutine.
+	inRecv atomic.Bool
+	mu     struct {
 		sync.Mutex
 		grants []*pb.GrantReply
 		closes []*pb.CloseLedgerRequest
@@ -51,14 +55,18 @@ func (s *grantStream) queueGrants(g []*pb.GrantReply) {
 	s.mu.Lock()
 	s.mu.grants = append(s.mu.grants, g...)
 	s.mu.Unlock()
-	s.signal()
+	if !s.inRecv.Load() {
+		s.signal()
+	}
 }
 
 func (s *grantStream) queueClose(ledgerID uint64) {
 	s.mu.Lock()
 	s.mu.closes = append(s.mu.closes, &pb.CloseLedgerRequest{LedgerId: ledgerID})
 	s.mu.Unlock()
-	s.signal()
+	if !s.inRecv.Load() {
+		s.signal()
+	}
 }
 
 // end makes the stream's handler return (superseded, timed out, deposed).
@@ -104,7 +112,12 @@ func (svc *Service) Grant(stream grpc.BidiStreamingServer[pb.IngestFrame, pb.Seq
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	defer l.closeSession(s)
+	s.inRecv.Store(true)
 	l.onFrame(s, first)
+	s.inRecv.Store(false)
+	if err := s.flush(stream.Send, l.epoch); err != nil {
+		return err
+	}
 
 	recvErr := make(chan error, 1)
 	go func() {
@@ -114,7 +127,9 @@ func (svc *Service) Grant(stream grpc.BidiStreamingServer[pb.IngestFrame, pb.Seq
 				recvErr <- err
 				return
 			}
+			s.inRecv.Store(true)
 			l.onFrame(s, f)
+			s.inRecv.Store(false)
 			// Replies to this frame usually exist now: send them from
 			// here, saving a hand-off to the handler goroutine.
 			if err := s.flush(stream.Send, l.epoch); err != nil {

@@ -52,7 +52,12 @@ type simLeader struct {
 	m       *Machine
 	commit  *simLedger
 	granted bool // issued at least one grant
-	c0      uint64
+	// partitioned: once deposed, this leader never hears of ledger closes
+	// and its clock stands still (a paused process that resumes): it keeps
+	// granting on its old ledgers from its old block.
+	partitioned bool
+	frozenAt    time.Duration
+	c0          uint64
 }
 
 type simGrant struct {
@@ -102,10 +107,11 @@ type simWorld struct {
 	recoverQ []uint64
 	reserveQ []simReserve
 
-	facts        []offsetFacts
-	confirmedC   map[uint64]uint64 // epoch → highest confirmed Watermark
-	maxPublished uint64
-	step         int
+	facts         []offsetFacts
+	deposedGrants int               // grants by a leader after a newer one granted
+	confirmedC    map[uint64]uint64 // epoch → highest confirmed Watermark
+	maxPublished  uint64
+	step          int
 }
 
 type simReserve struct {
@@ -127,8 +133,8 @@ func (w *simWorld) fatalf(format string, args ...any) {
 
 func simConfig(epoch uint64) MachineConfig {
 	return MachineConfig{
-		Epoch: epoch, GrantLease: 400 * time.Millisecond, SessionTimeout: 300 * time.Millisecond,
-		CloseTimeout: 100 * time.Millisecond, MinReserveBlock: 32, ReserveAhead: 200 * time.Millisecond,
+		Epoch: epoch, GrantLease: 2 * time.Second, SessionTimeout: time.Second,
+		CloseTimeout: 100 * time.Millisecond, MinReserveBlock: 200, ReserveAhead: 200 * time.Millisecond,
 		MaxGrant: 8,
 	}
 }
@@ -176,7 +182,7 @@ func (w *simWorld) elect() {
 	if err != nil {
 		w.fatalf("new machine: %v", err)
 	}
-	ld := &simLeader{epoch: w.epoch, m: m, c0: cm.C}
+	ld := &simLeader{epoch: w.epoch, m: m, c0: cm.C, partitioned: w.rng.IntN(2) == 0}
 	w.confirmedC[w.epoch] = cm.C
 	ld.commit = w.newLedger(w.epoch, "")
 	ld.commit.leader = ld
@@ -314,6 +320,17 @@ func (w *simWorld) ready(ld *simLeader) {
 func (w *simWorld) onGrant(ld *simLeader, g GrantReply) {
 	in := w.bySess[g.Session]
 	if g.Status != StatusGranted {
+		// A refusal: the writer gives up that ledger, or that leader.
+		if in != nil && in.session == g.Session {
+			switch g.Status {
+			case StatusNotLeader, StatusSessionDead:
+				in.session, in.leader = 0, nil
+			default:
+				if in.ledger != nil && in.ledger.id == g.Ledger {
+					in.ledger = nil
+				}
+			}
+		}
 		return
 	}
 	if g.Range.End > w.reserved && ld.epoch == w.epoch {
@@ -324,6 +341,9 @@ func (w *simWorld) onGrant(ld *simLeader, g GrantReply) {
 		if o.epoch > ld.epoch && o.granted {
 			deposed = true
 		}
+	}
+	if deposed {
+		w.deposedGrants++
 	}
 	for x := g.Range.First; x < g.Range.End; x++ {
 		f := w.fact(x)
@@ -367,7 +387,26 @@ func (w *simWorld) onPublish(ld *simLeader, c uint64) {
 
 func (w *simWorld) tick() {
 	w.now += time.Duration(w.rng.IntN(120)) * time.Millisecond
+	w.tickLeaders()
+}
+
+// nowFor is the time a leader sees: a partitioned deposed leader's clock
+// stopped when it was deposed.
+func (w *simWorld) nowFor(ld *simLeader) time.Duration {
+	if ld.partitioned && ld != w.current() {
+		if ld.frozenAt == 0 {
+			ld.frozenAt = w.now
+		}
+		return ld.frozenAt
+	}
+	return w.now
+}
+
+func (w *simWorld) tickLeaders() {
 	for _, ld := range w.leaders {
+		if ld != w.current() && ld.partitioned {
+			continue
+		}
 		ld.m.Tick(w.now)
 	}
 }
@@ -378,36 +417,38 @@ func (w *simWorld) ingestAction(in *simIngest) {
 	case in.session == 0 || ld == nil:
 		// Connect, usually to the current leader; sometimes a deposed one.
 		ld = w.current()
-		if w.rng.IntN(4) == 0 {
+		if w.rng.IntN(2) == 0 {
 			ld = w.leaders[w.rng.IntN(len(w.leaders))]
 		}
 		w.nextSess++
 		in.session, in.leader = w.nextSess, ld
 		w.bySess[in.session] = in
-		ld.m.SessionOpened(w.now, in.session, in.name, 1)
-	case ld != w.current() && w.rng.IntN(8) == 0:
+		ld.m.SessionOpened(w.nowFor(ld), in.session, in.name, 1)
+	case ld != w.current() && w.rng.IntN(16) == 0:
 		// Move to the newest leader: the old stream ends.
-		ld.m.SessionClosed(w.now, in.session)
+		ld.m.SessionClosed(w.nowFor(ld), in.session)
 		in.session, in.leader = 0, nil
-	case in.ledger == nil || in.ledger.state != simOpen || in.ledger.epoch != ld.epoch:
+	case in.ledger == nil || in.ledger.epoch != ld.epoch || in.ledger.state != simOpen && w.rng.IntN(4) == 0:
+		// (A writer whose ledger was closed by someone else may not have
+		// noticed yet and keep asking for grants on it.)
 		// Creating a ledger compares seq/epoch with the ledger's epoch.
 		if w.epoch != ld.epoch || in.goneSent {
-			ld.m.Heard(w.now, in.session)
+			ld.m.Heard(w.nowFor(ld), in.session)
 			return
 		}
 		in.ledger = w.newLedger(ld.epoch, in.name)
 		ld.m.LedgerOpened(LedgerRef{in.ledger.id, in.name, in.ledger.epoch})
-	case k < 4:
+	case k < 3:
 		in.nextReq++
-		ld.m.RequestGrant(w.now, in.session, in.nextReq, in.ledger.id, 1+uint64(w.rng.IntN(8)))
-	case k < 7:
+		ld.m.RequestGrant(w.nowFor(ld), in.session, in.nextReq, in.ledger.id, 1+uint64(w.rng.IntN(8)))
+	case k < 5:
 		w.appendGrants(in)
-	case k < 8:
+	case k < 6:
 		w.unused(in)
 	case k < 9:
 		w.reportWritten(in)
 	default:
-		ld.m.Heard(w.now, in.session)
+		ld.m.Heard(w.nowFor(ld), in.session)
 	}
 }
 
@@ -430,7 +471,7 @@ func (w *simWorld) appendGrants(in *simIngest) {
 func (w *simWorld) unused(in *simIngest) {
 	for i, g := range in.grants {
 		if !g.sent && g.ledger != nil {
-			in.leader.m.Unused(w.now, in.session, g.ledger.id, g.r)
+			in.leader.m.Unused(w.nowFor(in.leader), in.session, g.ledger.id, g.r)
 			in.grants = append(in.grants[:i], in.grants[i+1:]...)
 			return
 		}
@@ -445,17 +486,23 @@ func (w *simWorld) reportWritten(in *simIngest) {
 		}
 		from := in.reported[l] + 1
 		for i := from; i <= l.lac && i < int64(len(l.entries)); i++ {
-			in.leader.m.Written(w.now, in.session, l.id, i, l.entries[i].span)
+			in.leader.m.Written(w.nowFor(in.leader), in.session, l.id, i, l.entries[i].span)
 			in.reported[l] = i
 		}
 	}
 }
 
 func (w *simWorld) confirmSome() {
-	l := w.ledgers[w.rng.IntN(len(w.ledgers))]
-	if l.state != simOpen || l.lac+1 >= int64(len(l.entries)) {
+	var open []*simLedger
+	for _, l := range w.ledgers {
+		if l.state == simOpen && l.lac+1 < int64(len(l.entries)) {
+			open = append(open, l)
+		}
+	}
+	if len(open) == 0 {
 		return
 	}
+	l := open[w.rng.IntN(len(open))]
 	upTo := l.lac + 1 + int64(w.rng.IntN(int(int64(len(l.entries))-l.lac-1)))
 	if l.writer == "" {
 		w.confirmCommit(l, upTo)
@@ -500,12 +547,42 @@ func (w *simWorld) recoverOne() {
 	w.tellClosed(l)
 }
 
-// tellClosed feeds LedgerClosed to every leader that knows the ledger (the
-// I/O loop reads the spans from the stores).
+// tellClosed feeds LedgerClosed to the current leader and, sometimes, to
+// deposed ones that know the ledger (the I/O loop reads the spans from the
+// stores). A deposed leader that is not told keeps granting on the closed
+// ledger from its old block.
 func (w *simWorld) tellClosed(l *simLedger) {
 	for _, ld := range w.leaders {
+		if ld != w.current() && ld.partitioned {
+			continue
+		}
 		if ld.m.KnowsLedger(l.id) {
-			ld.m.LedgerClosed(w.now, l.id, w.spans(l))
+			ld.m.LedgerClosed(w.nowFor(ld), l.id, w.spans(l))
+		}
+	}
+}
+
+// pausedLeaderGrants has a paused (partitioned) deposed leader resume and
+// serve a grant request from a writer of one of its epoch's ledgers, which
+// may meanwhile have been closed by the new leader.
+func (w *simWorld) pausedLeaderGrants() {
+	for _, ld := range w.leaders {
+		if ld == w.current() || !ld.partitioned {
+			continue
+		}
+		for _, in := range w.ingests {
+			if !in.alive || in.ledger == nil || in.ledger.epoch != ld.epoch {
+				continue
+			}
+			if in.leader != ld {
+				w.nextSess++
+				in.session, in.leader = w.nextSess, ld
+				w.bySess[in.session] = in
+				ld.m.SessionOpened(w.nowFor(ld), in.session, in.name, 1)
+			}
+			in.nextReq++
+			ld.m.RequestGrant(w.nowFor(ld), in.session, in.nextReq, in.ledger.id, 1+uint64(w.rng.IntN(8)))
+			return
 		}
 	}
 }
@@ -517,6 +594,8 @@ func (w *simWorld) reserveOne() {
 	r := w.reserveQ[0]
 	w.reserveQ = w.reserveQ[1:]
 	switch {
+	case r.leader.partitioned && r.leader != w.current():
+		// A paused leader never hears back.
 	case r.leader.epoch == w.epoch && w.reserved == r.req.Expect:
 		w.reserved = r.req.New
 		r.leader.m.ReservationExtended(r.req.New)
@@ -534,7 +613,7 @@ func (w *simWorld) killIngest() {
 			// The dead node's etcd lease expires: ingest/<incarnation> is deleted.
 			in.goneSent = true
 			for _, ld := range w.leaders {
-				ld.m.IncarnationGone(w.now, in.name)
+				ld.m.IncarnationGone(w.nowFor(ld), in.name)
 			}
 		}
 		return
@@ -550,10 +629,13 @@ func (w *simWorld) step1() {
 	case k < 15:
 		w.tick()
 	case k < 55:
-		in := w.ingests[w.rng.IntN(len(w.ingests))]
-		if in.alive {
-			w.ingestAction(in)
+		var alive []*simIngest
+		for _, in := range w.ingests {
+			if in.alive {
+				alive = append(alive, in)
+			}
 		}
+		w.ingestAction(alive[w.rng.IntN(len(alive))])
 	case k < 70:
 		w.confirmSome()
 	case k < 76:
@@ -564,16 +646,16 @@ func (w *simWorld) step1() {
 		w.reserveOne()
 	case k < 95:
 		w.killIngest()
-	case k < 96:
-		if w.rng.IntN(4) == 0 {
+	case k < 97:
+		if w.rng.IntN(8) == 0 {
 			w.elect()
 		}
+	case k < 99:
+		w.pausedLeaderGrants()
 	default:
 		// A grant session dies without the stream closing: no heartbeats.
-		w.now += 400 * time.Millisecond
-		for _, ld := range w.leaders {
-			ld.m.Tick(w.now)
-		}
+		w.now += 1500 * time.Millisecond
+		w.tickLeaders()
 	}
 	for _, ld := range w.leaders {
 		w.ready(ld)
@@ -630,7 +712,7 @@ func (w *simWorld) settle() {
 	}
 }
 
-func runSim(t *testing.T, seed uint64, steps int) (leaders, published uint64) {
+func runSim(t *testing.T, seed uint64, steps int) (leaders, written, deposedGrants uint64) {
 	w := &simWorld{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bySess: map[SessionID]*simIngest{}, confirmedC: map[uint64]uint64{}}
 	for i := 0; i < 3; i++ {
 		w.nextInc++
@@ -641,7 +723,12 @@ func runSim(t *testing.T, seed uint64, steps int) (leaders, published uint64) {
 		w.step1()
 	}
 	w.settle()
-	return uint64(len(w.leaders)), w.maxPublished
+	for _, f := range w.facts {
+		if f.resolved == KindWritten {
+			written++
+		}
+	}
+	return uint64(len(w.leaders)), written, uint64(w.deposedGrants)
 }
 
 func soakFactor() int {
@@ -657,18 +744,19 @@ func TestMachineRandomSchedules(t *testing.T) {
 		seeds = 20
 	}
 	seeds *= soakFactor()
-	var elections, committed uint64
+	var elections, written, deposed uint64
 	for seed := 1; seed <= seeds; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			l, c := runSim(t, uint64(seed), steps)
+			l, c, d := runSim(t, uint64(seed), steps)
 			elections += l
-			committed += c
+			written += c
+			deposed += d
 		})
 	}
-	// The schedules must exercise failover and commit real work, or the
-	// checks above prove nothing.
-	if elections < uint64(seeds)*2 || committed < uint64(seeds)*100 {
-		t.Fatalf("weak schedules: %d leaders, %d offsets committed over %d seeds", elections, committed, seeds)
+	// The schedules must exercise failover, deposed leaders granting from
+	// their old block, and commit real work, or the checks prove nothing.
+	if elections < uint64(seeds)*2 || written < uint64(seeds)*100 || deposed == 0 {
+		t.Fatalf("weak schedules: %d leaders, %d offsets written, %d deposed grants over %d seeds", elections, written, deposed, seeds)
 	}
-	t.Logf("%d seeds: %d leaders, %d offsets committed", seeds, elections, committed)
+	t.Logf("%d seeds: %d leaders, %d offsets committed as Written, %d grants by deposed leaders", seeds, elections, written, deposed)
 }
