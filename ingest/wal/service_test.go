@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -226,4 +227,87 @@ func TestServiceResultsWaitForFsync(t *testing.T) {
 		t.Fatalf("result = %v", resp)
 	}
 	expectPresent(t, s, 1, 0)
+}
+
+// TestServiceConcurrentStreams runs several AddEntries streams, readers and
+// fences at once (meaningful under -race): each stream's results arrive
+// complete and in order, and what was acknowledged reads back.
+func TestServiceConcurrentStreams(t *testing.T) {
+	s := openMem(t, walfs.NewCrashFS(1), func(c *Config) { c.SegmentSize = 64 << 10 })
+	defer s.Close()
+	client := serveTest(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	inc := s.Incarnation()
+	const streams, perStream = 6, 150
+	var wg sync.WaitGroup
+	for w := range streams {
+		ledger := uint64(w + 1)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			stream, err := client.AddEntries(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			go func() {
+				for e := int64(0); e < perStream; e++ {
+					if err := stream.Send(&walpb.AddEntriesRequest{Entries: []*walpb.AddEntry{addEntry(inc, ledger, e)}}); err != nil {
+						return
+					}
+				}
+				stream.CloseSend()
+			}()
+			next := int64(0)
+			for {
+				resp, err := stream.Recv()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, r := range resp.Results {
+					if r.EntryId != next || r.Code != walpb.AddCode_ADD_OK {
+						t.Errorf("ledger %d: result %v, want entry %d OK", ledger, r, next)
+						return
+					}
+					next++
+				}
+			}
+			if next != perStream {
+				t.Errorf("ledger %d: %d results", ledger, next)
+			}
+		}()
+		go func() { // a concurrent reader of the same ledger
+			defer wg.Done()
+			for e := int64(0); e < perStream; e += 7 {
+				r, err := client.ReadEntry(ctx, &walpb.ReadEntryRequest{LedgerId: ledger, StoreIncarnation: inc, EntryId: e})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Status == walpb.EntryStatus_PRESENT && !bytes.Equal(r.Payload, payloadFor(ledger, e)) {
+					t.Errorf("ledger %d entry %d: wrong bytes", ledger, e)
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { // fences of other ledgers interleave with the appends
+		defer wg.Done()
+		for l := uint64(100); l < 110; l++ {
+			if _, err := client.Fence(ctx, &walpb.FenceRequest{LedgerId: l, StoreIncarnation: inc}); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	wg.Wait()
+	for w := range streams {
+		for e := int64(0); e < perStream; e++ {
+			expectPresent(t, s, uint64(w+1), e)
+		}
+	}
 }
