@@ -64,24 +64,26 @@ func runCrashCycles(t *testing.T, seed int64, cycles int) {
 	for cycle := range cycles {
 		s := openMem(t, fsys, func(c *Config) { c.SegmentSize = 8 << 10 })
 		verifyHistory(t, s, h)
-		ledgers := runCrashLoad(t, s, h, rng, cycle)
-		// Failures are recovered by reopening; half the time by a crash.
-		if rng.Intn(2) == 0 {
-			fsys.SetInject(nil)
+		midFlight := rng.Intn(3) == 0
+		runCrashLoad(t, s, h, rng, cycle, midFlight)
+		fsys.SetInject(nil)
+		// Failures are recovered by reopening; half the time after a crash.
+		switch {
+		case midFlight: // crashed already, the store is abandoned
+		case rng.Intn(2) == 0:
 			fsys.Crash()
-		} else {
-			fsys.SetInject(nil)
+		default:
 			s.Close()
 		}
-		_ = ledgers
 	}
 	s := openMem(t, fsys, nil)
 	defer s.Close()
 	verifyHistory(t, s, h)
 }
 
-// runCrashLoad runs one cycle's load and returns the ledgers it wrote.
-func runCrashLoad(t *testing.T, s *Store, h *crashHistory, rng *rand.Rand, cycle int) []uint64 {
+// runCrashLoad runs one cycle's load. With midFlight it crashes the
+// filesystem while appends, fences and syncs are in flight.
+func runCrashLoad(t *testing.T, s *Store, h *crashHistory, rng *rand.Rand, cycle int, midFlight bool) {
 	const writers = 4
 	ledgers := make([]uint64, writers)
 	for w := range ledgers {
@@ -173,6 +175,11 @@ func runCrashLoad(t *testing.T, s *Store, h *crashHistory, rng *rand.Rand, cycle
 		}
 		break
 	}
+	if midFlight {
+		s.fs.(*walfs.CrashFS).Crash()
+		<-done
+		return
+	}
 	// Stop the writers: fence every ledger of this cycle, or let the failed
 	// store stop them.
 	for _, ledger := range ledgers {
@@ -181,7 +188,6 @@ func runCrashLoad(t *testing.T, s *Store, h *crashHistory, rng *rand.Rand, cycle
 		}
 	}
 	<-done
-	return ledgers
 }
 
 func (h *crashHistory) noteFence(ledger uint64, last int64) {
