@@ -30,10 +30,22 @@
 // offsets); non-empty spans of one ledger never go backwards, so a closed
 // ledger's [FirstOffset, EndOffset) is the hull of its entries' spans.
 //
-// When Append or Err reports ErrQuorumLost (fewer than A stores can take
-// writes) or ErrFenced (someone recovers the ledger), the caller calls
-// Close, acknowledges entries up to the returned LastEntry, and writes the
-// rest into a new ledger created on a new ensemble.
+// Close closes at the LAC of the moment it is called: call WaitConfirmed
+// first for entries that should be in. When Append or Err reports
+// ErrQuorumLost (fewer than A stores can take writes) or ErrFenced (someone
+// recovers the ledger), the caller calls Close, acknowledges entries up to
+// the returned LastEntry (which may exceed the writer's own LAC after a
+// recovery), takes Unconfirmed(LastEntry) and writes those again into a new
+// ledger created on a new ensemble. If Close finds a recovery in progress
+// it waits for it; if ctx ends first the caller can Recover the ledger
+// itself.
+//
+// Stores are reached only through a Dialer (GRPCDialer dials the member's
+// address); tests wrap it to inject faults. Ensembles never change: with
+// W = A, or once more than W−A members lost their disks, an unconfirmed
+// entry cannot be rolled forward to A stores and Recover returns
+// *RecoveryIncompleteError (the ledger stays recovering) until the stores
+// come back.
 //
 // # Invariants
 //
