@@ -288,3 +288,42 @@ func TestIncarnations(t *testing.T) {
 		})
 	}
 }
+
+// TestSegmentHeaderDamage: a last segment with a torn header is what a crash
+// while creating it leaves, and is removed; a damaged header of an earlier
+// segment makes the whole segment a damaged stretch.
+func TestSegmentHeaderDamage(t *testing.T) {
+	t.Run("torn_last_segment_header", func(t *testing.T) {
+		fsys, _, _, _ := corruptionFixture(t)
+		f, _ := fsys.Create(filepath.Join(testDir, segmentName(7)))
+		f.Write(encodeSegmentHeader(segmentHeader{seq: 7})[:20])
+		f.Sync()
+		fsys.SyncDir(testDir)
+		s := openMem(t, fsys, nil)
+		defer s.Close()
+		if len(s.Corruptions()) != 0 {
+			t.Fatalf("corruptions: %v", s.Corruptions())
+		}
+		if _, err := fsys.Open(filepath.Join(testDir, segmentName(7))); err == nil {
+			t.Fatalf("headerless last segment kept")
+		}
+		expectPresent(t, s, 1, 9)
+		expectStatus(t, s, 1, 10, Absent)
+	})
+	t.Run("damaged_earlier_segment_header", func(t *testing.T) {
+		fsys, seg, _, _ := corruptionFixture(t)
+		s := openMem(t, fsys, nil)
+		mustAppend(t, s, 3, 0, 2) // goes to a later segment
+		s.Close()
+		fsys.Remove(filepath.Join(testDir, indexName(0)))
+		fsys.Corrupt(seg, func(d []byte) []byte { d[20] ^= 1; return d })
+		s = openMem(t, fsys, nil)
+		defer s.Close()
+		if len(s.Corruptions()) != 1 || s.Corruptions()[0].Segment != filepath.Base(seg) {
+			t.Fatalf("corruptions: %v", s.Corruptions())
+		}
+		expectStatus(t, s, 1, 0, Unknown)
+		expectStatus(t, s, 4, 0, Unknown)
+		expectPresent(t, s, 3, 1)
+	})
+}
