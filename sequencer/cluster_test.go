@@ -2,9 +2,7 @@ package sequencer
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -222,6 +220,8 @@ func (in *testIngest) connect(ctx context.Context) error {
 func (in *testIngest) grant(ctx context.Context, n uint64) (Range, error) {
 	in.req++
 	in.gc.Grant(in.req, in.w.ID(), n)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	for {
 		select {
 		case <-ctx.Done():
@@ -262,40 +262,71 @@ func (in *testIngest) write(ctx context.Context, r Range) error {
 	return nil
 }
 
+// produce writes batches through the current leader. On a loaded machine
+// the leader's session may lapse at any time; a failed grant or write is
+// then retried on the new leader with a new ledger (never acknowledged
+// twice: only a confirmed write is recorded).
 func (in *testIngest) produce(ctx context.Context, batches int) {
 	in.t.Helper()
 	for i := 0; i < batches; i++ {
-		r, err := in.grant(ctx, uint64(1+i%7))
+		n := uint64(1 + i%7)
+		r, err := in.grant(ctx, n)
 		if err != nil {
-			in.t.Fatal(err)
+			r = in.grantAfterFailover(ctx, in.t, n)
 		}
-		if err := in.write(ctx, r); err != nil {
-			in.t.Fatal(err)
-		}
+		in.writeOrRegrant(ctx, r)
 	}
 }
 
-// readCommitMap follows the leader's commit-map stream from offset 0 until
-// the watermark reaches atLeast, and returns offset → record plus C.
-func readCommitMap(ctx context.Context, t *testing.T, addr string, atLeast uint64) (map[uint64]EpochRecord, uint64) {
+// writeOrRegrant writes r; if that fails (the ledger was closed under a
+// leader change), it writes the batch under a new grant instead.
+func (in *testIngest) writeOrRegrant(ctx context.Context, r Range) {
+	for in.write(ctx, r) != nil {
+		r = in.grantAfterFailover(ctx, in.t, r.Len())
+	}
+}
+
+// readCommitMap follows the current leader's commit-map stream from offset
+// 0 until the watermark reaches atLeast, and returns offset → record plus
+// C. If the stream breaks (a leader change on a loaded machine), it starts
+// over on the new leader: the retained map is complete from offset 0.
+func readCommitMap(ctx context.Context, t *testing.T, cli *clientv3.Client, atLeast uint64) (map[uint64]EpochRecord, uint64) {
 	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		decided, c, err := readCommitMapOnce(ctx, t, cli, atLeast)
+		if err == nil {
+			return decided, c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("commit map: %v (C=%d, want ≥ %d)", err, c, atLeast)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func readCommitMapOnce(ctx context.Context, t *testing.T, cli *clientv3.Client, atLeast uint64) (map[uint64]EpochRecord, uint64, error) {
+	addr, err := LeaderAddress(ctx, cli)
+	if err != nil || addr == "" {
+		return nil, 0, fmt.Errorf("no leader: %v", err)
+	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatal(err)
+		return nil, 0, err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	stream, err := pb.NewSequencerClient(conn).CommitMap(ctx, &pb.CommitMapRequest{FromOffset: 0})
 	if err != nil {
-		t.Fatal(err)
+		return nil, 0, err
 	}
 	decided := map[uint64]EpochRecord{}
 	var c uint64
 	for c < atLeast {
 		f, err := stream.Recv()
-		if errors.Is(err, io.EOF) || err != nil {
-			t.Fatalf("commit map stream: %v (C=%d, want ≥ %d)", err, c, atLeast)
+		if err != nil {
+			return nil, c, err
 		}
 		for _, p := range f.Records {
 			r := RecordFromProto(p)
@@ -311,7 +342,7 @@ func readCommitMap(ctx context.Context, t *testing.T, addr string, atLeast uint6
 			}
 		}
 	}
-	return decided, c
+	return decided, c, nil
 }
 
 // checkCommitMap checks the map against what the ingest nodes saw: every

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -74,7 +75,9 @@ func main() {
 	seqLis, err := net.Listen("tcp", "127.0.0.1:0")
 	check(err)
 	node, err := sequencer.NewNode(sequencer.Config{
-		Address: seqLis.Addr().String(), Etcd: cli,
+		// A long session TTL: this measures grants, not failover, and a
+		// loaded machine must not lose the leader mid-run.
+		Address: seqLis.Addr().String(), Etcd: cli, SessionTTL: 10,
 		Ledgers: &sequencer.LedgerClient{Etcd: cli, Stores: dialer, Writer: "sequencer",
 			Replication: sequencer.CommitReplication{Ensemble: []ledger.Member{member}, AckQuorum: 1}},
 		Logf: func(string, ...any) {},
@@ -167,14 +170,19 @@ func openLedger(ctx context.Context, cli *clientv3.Client, member ledger.Member,
 	check(err)
 	_, err = cli.Put(ctx, keys.Ingest(inc), "alive", clientv3.WithLease(lease.ID))
 	check(err)
-	resp, err := cli.Get(ctx, keys.SeqEpoch)
-	check(err)
-	var epoch int64
-	fmt.Sscan(string(resp.Kvs[0].Value), &epoch)
-	w, err := ledger.Create(ctx, cli, ledger.CreateOptions{Epoch: epoch, WriterIncarnation: inc,
-		Ensemble: []ledger.Member{member}, AckQuorum: 1, Stores: dialer})
-	check(err)
-	return w.ID()
+	for {
+		resp, err := cli.Get(ctx, keys.SeqEpoch)
+		check(err)
+		var epoch int64
+		fmt.Sscan(string(resp.Kvs[0].Value), &epoch)
+		w, err := ledger.Create(ctx, cli, ledger.CreateOptions{Epoch: epoch, WriterIncarnation: inc,
+			Ensemble: []ledger.Member{member}, AckQuorum: 1, Stores: dialer})
+		if errors.Is(err, ledger.ErrStaleEpoch) {
+			continue // a new leader took over meanwhile
+		}
+		check(err)
+		return w.ID()
+	}
 }
 
 // stream runs one Grant stream: frames of *batch requests, at most *window
