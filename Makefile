@@ -23,7 +23,7 @@ test: vet
 	$(MAKE) fuzz-short
 
 # Packages whose concurrency is worth the race detector's 5-10x slowdown.
-RACE_PKGS ?= $(shell $(GO) list ./ingest/... ./sequencer/... ./reader/... 2>/dev/null)
+RACE_PKGS ?= $(shell $(GO) list ./ingest/... ./sequencer/... ./reader/... ./internal/node/... ./client/... 2>/dev/null)
 test-race:
 	@if [ -n "$(RACE_PKGS)" ]; then $(GO) test -race -count=1 -short -timeout $(TEST_TIMEOUT) $(RACE_PKGS); fi
 
