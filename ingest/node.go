@@ -41,6 +41,8 @@ type Node struct {
 	producers  map[uint64]*producerSession
 	dupWaiters map[seqKey][]ackTarget
 	topicsSeen map[string]bool
+	buckets    [idempotencyBuckets]*keyBucket
+	bucketOf   map[uint64]*keyBucket // by the bucket's producer id
 	metrics    *nodeMetrics
 }
 
@@ -74,8 +76,8 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 		events:      make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
 		table: producer.NewTable(cfg.DedupWindow), pipe: pipe, closing: make(map[uint64]bool),
 		producers: make(map[uint64]*producerSession), dupWaiters: make(map[seqKey][]ackTarget),
-		topicsSeen: make(map[string]bool),
-		metrics:    newNodeMetrics(),
+		topicsSeen: make(map[string]bool), bucketOf: make(map[uint64]*keyBucket),
+		metrics: newNodeMetrics(),
 	}
 	if err := n.register(ctx); err != nil {
 		return nil, err

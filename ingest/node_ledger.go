@@ -17,7 +17,7 @@ const retryPause = 200 * time.Millisecond
 // background and writes the producer-table snapshot as its entry 0 before
 // any batch (DESIGN.md §6).
 func (n *Node) openLedger() {
-	snapshot := n.table.Snapshot()
+	snapshot := n.withKeys(n.table.Snapshot())
 	epoch := n.grants.Epoch()
 	n.async(func() {
 		w, err := n.createLedger(epoch, snapshot)

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"orderlog/ingest/batch"
@@ -60,7 +61,9 @@ func (n *Node) validate(req *orderlogpb.ProduceRequest) error {
 	case req.ProducerId == 0 && (req.Epoch != 0 || req.FirstSeq != 0):
 		return apierr.New(apierr.InvalidArgument, "epoch and first_seq need a producer_id")
 	case req.IdempotencyKey != "":
-		return apierr.New(apierr.InvalidArgument, "idempotency keys are not supported yet; use a producer session")
+		if err := validateIdempotencyKey(req); err != nil {
+			return err
+		}
 	}
 	for i, m := range req.Messages {
 		if len(m.Value) > n.cfg.MaxMessageBytes {
@@ -76,6 +79,10 @@ func (n *Node) validate(req *orderlogpb.ProduceRequest) error {
 func (n *Node) produce(f *frame) {
 	req := f.request
 	n.noteTopics(req.Messages)
+	if req.IdempotencyKey != "" {
+		n.produceKeyed(f)
+		return
+	}
 	if req.ProducerId == 0 { // at-least-once: no sequence check, no dedup
 		for i, m := range req.Messages {
 			n.pipe.Add(pipeline.Message{Size: len(m.Value), Payload: &messageRef{frame: f, index: i, record: batch.FromProto(m)}})
@@ -148,6 +155,7 @@ func (n *Node) logged(b *pipeline.Batch) {
 		if m.ProducerID == 0 {
 			continue
 		}
+		n.keyLogged(m.ProducerID, m.Seq, offset)
 		key := seqKey{m.ProducerID, m.Seq}
 		for _, w := range n.dupWaiters[key] {
 			w.frame.ack(w.index, &orderlogpb.Ack{Offset: offset, Duplicate: true})
@@ -161,15 +169,20 @@ func (n *Node) logged(b *pipeline.Batch) {
 // as its owner, fencing older instances, and returns the session once its
 // state is settled here, with the next seq to send.
 func (n *Node) InitProducer(ctx context.Context, name string) (*orderlogpb.InitProducerResponse, error) {
-	if name == "" {
-		return nil, apierr.New(apierr.InvalidArgument, "producer name is required")
+	if err := checkProducerName(name); err != nil {
+		return nil, err
 	}
+	return n.initProducer(ctx, name)
+}
+
+func (n *Node) initProducer(ctx context.Context, name string) (*orderlogpb.InitProducerResponse, error) {
 	rec, _, err := registerProducer(ctx, n.etcd, name, n.incarnation)
 	if err != nil {
 		return nil, apierr.New(apierr.Unavailable, "register producer: %v", err)
 	}
 	readyErr := make(chan error, 1)
-	if !n.do(func() { n.initSession(rec, func(err error) { readyErr <- err }) }) {
+	keyed := strings.HasPrefix(name, reservedProducerPrefix+"idempotency.")
+	if !n.do(func() { n.initSession(rec, keyed, func(err error) { readyErr <- err }) }) {
 		return nil, apierr.New(apierr.Unavailable, "ingest node is shutting down")
 	}
 	select {
@@ -206,7 +219,7 @@ func (n *Node) InitProducer(ctx context.Context, name string) (*orderlogpb.InitP
 }
 
 // initSession fences an owned producer at its new epoch, or takes it over.
-func (n *Node) initSession(rec producerRecord, ready func(error)) {
+func (n *Node) initSession(rec producerRecord, keyed bool, ready func(error)) {
 	if s, ok := n.producers[rec.ID]; ok {
 		s.epoch = max(s.epoch, rec.Epoch)
 		n.table.Fence(rec.ID, rec.Epoch)
@@ -218,5 +231,6 @@ func (n *Node) initSession(rec producerRecord, ready func(error)) {
 		return
 	}
 	s := n.session(rec.ID, rec.Epoch)
+	s.keyed = keyed
 	s.onReady = append(s.onReady, ready)
 }

@@ -52,6 +52,7 @@ type stateBuilder struct {
 	epoch       uint64
 	durableNext uint64
 	window      []uint64 // offsets of seqs [durableNext-len, durableNext)
+	keys        []string // message id (Idempotency-Key) of each window seq
 	windowSize  int
 }
 
@@ -63,7 +64,7 @@ func newStateBuilder(id uint64, windowSize int) *stateBuilder {
 }
 
 func (b *stateBuilder) state() producer.State {
-	return producer.State{ID: b.id, Epoch: b.epoch, DurableNext: b.durableNext, Window: b.window}
+	return producer.State{ID: b.id, Epoch: b.epoch, DurableNext: b.durableNext, Window: b.window, Keys: b.keys}
 }
 
 func (b *stateBuilder) scanLedger(ctx context.Context, m ledger.Metadata, stores ledger.Dialer) error {
@@ -91,6 +92,10 @@ func (b *stateBuilder) apply(payload []byte) error {
 		for _, s := range states {
 			if s.ID == b.id {
 				b.epoch, b.durableNext, b.window = s.Epoch, s.DurableNext, append([]uint64(nil), s.Window...)
+				b.keys = append([]string(nil), s.Keys...)
+				if len(b.keys) != len(b.window) {
+					b.keys = make([]string, len(b.window))
+				}
 			}
 		}
 		return nil
@@ -99,26 +104,34 @@ func (b *stateBuilder) apply(payload []byte) error {
 	if err != nil {
 		return err
 	}
-	offset := d.FirstOffset
+	var records []batch.Record // decoded only if the entry has a run of this producer
+	index := 0
 	for _, run := range d.Runs {
 		if run.ProducerID == b.id && run.FirstSeq+uint64(run.Count) > b.durableNext {
-			b.applyRun(run, offset)
+			if records == nil {
+				if records, err = d.All(); err != nil {
+					return err
+				}
+			}
+			b.applyRun(run, d.FirstOffset+uint64(index), records[index:index+int(run.Count)])
 		}
-		offset += uint64(run.Count)
+		index += int(run.Count)
 	}
 	return nil
 }
 
 // applyRun extends the state with a run's seqs beyond durableNext. Runs of
 // one producer are logged in seq order, so a run starts at or below it.
-func (b *stateBuilder) applyRun(run batch.ProducerRun, firstOffset uint64) {
+func (b *stateBuilder) applyRun(run batch.ProducerRun, firstOffset uint64, records []batch.Record) {
 	b.epoch = max(b.epoch, run.Epoch)
 	skip := b.durableNext - min(b.durableNext, run.FirstSeq)
 	for i := skip; i < uint64(run.Count); i++ {
 		b.window = append(b.window, firstOffset+i)
+		b.keys = append(b.keys, string(records[i].MessageID))
 	}
 	b.durableNext = run.FirstSeq + uint64(run.Count)
 	if len(b.window) > b.windowSize {
 		b.window = append([]uint64(nil), b.window[len(b.window)-b.windowSize:]...)
+		b.keys = append([]string(nil), b.keys[len(b.keys)-b.windowSize:]...)
 	}
 }

@@ -26,7 +26,9 @@ type producerSession struct {
 	// epoch is the highest epoch InitProducer gave the producer while the
 	// session was settling; settle fences the table at it.
 	epoch          uint64
-	settled        bool // state rebuilt and in the table
+	settled        bool     // state rebuilt and in the table
+	keyed          bool     // an idempotency-key bucket
+	keys           []string // its rebuilt keys, aligned with the window
 	ready          bool
 	held           []*frame
 	onReady        []func(error)
@@ -93,6 +95,9 @@ func (n *Node) settle(id uint64, state producer.State) {
 	state.Epoch = max(state.Epoch, s.epoch)
 	n.table.Register(state)
 	s.settled = true
+	if s.keyed {
+		s.keys = state.Keys
+	}
 	n.writeSnapshot(id, s)
 }
 
@@ -101,7 +106,7 @@ func (n *Node) settle(id uint64, state producer.State) {
 func (n *Node) writeSnapshot(id uint64, s *producerSession) {
 	if n.writer != nil {
 		state, _ := n.table.Get(id)
-		if payload, err := batch.EncodeSnapshot(nil, time.Now().UnixMicro(), []producer.State{state}); err == nil {
+		if payload, err := batch.EncodeSnapshot(nil, time.Now().UnixMicro(), n.withKeys([]producer.State{state})); err == nil {
 			if entry, err := n.writer.Append(payload, spanNone); err == nil {
 				s.snapshotLedger, s.snapshotEntry = n.writer.ID(), entry
 				return

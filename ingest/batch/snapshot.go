@@ -24,6 +24,9 @@ func EncodeSnapshot(dst []byte, ingestTimeMicros int64, states []producer.State)
 		if uint64(len(s.Window)) > s.DurableNext {
 			return nil, fmt.Errorf("batch: producer %d window of %d seqs below durable next %d", s.ID, len(s.Window), s.DurableNext)
 		}
+		if len(s.Keys) != 0 && len(s.Keys) != len(s.Window) {
+			return nil, fmt.Errorf("batch: producer %d has %d keys for a window of %d", s.ID, len(s.Keys), len(s.Window))
+		}
 		dst = binary.AppendUvarint(dst, s.ID)
 		dst = binary.AppendUvarint(dst, s.Epoch)
 		dst = binary.AppendUvarint(dst, s.DurableNext)
@@ -37,6 +40,10 @@ func EncodeSnapshot(dst []byte, ingestTimeMicros int64, states []producer.State)
 			}
 			dst = binary.AppendUvarint(dst, offset-previous)
 			previous = offset
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(s.Keys)))
+		for _, key := range s.Keys {
+			dst = appendBytes(dst, []byte(key))
 		}
 	}
 	return dst, nil
@@ -84,6 +91,13 @@ func DecodeSnapshot(buf []byte) (ingestTimeMicros int64, states []producer.State
 			}
 			offset += delta
 			s.Window = append(s.Window, offset)
+		}
+		keyCount := r.uvarint()
+		if keyCount != 0 && keyCount != windowLen {
+			return 0, nil, fmt.Errorf("%w: producer %d has %d keys for a window of %d", ErrCorrupt, s.ID, keyCount, windowLen)
+		}
+		for j := uint64(0); j < keyCount && r.err == nil; j++ {
+			s.Keys = append(s.Keys, string(r.bytes()))
 		}
 		states = append(states, s)
 	}

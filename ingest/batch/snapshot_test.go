@@ -12,6 +12,7 @@ import (
 func TestSnapshotRoundTripAndKindsDoNotMix(t *testing.T) {
 	states := []producer.State{
 		{ID: 1, Epoch: 3, DurableNext: 10, Window: []uint64{100, 105, 200}},
+		{ID: 7, Epoch: 1, DurableNext: 2, Window: []uint64{5, 9}, Keys: []string{"order-1", ""}},
 		{ID: 2, Epoch: 1, DurableNext: 0},
 	}
 	buf, err := EncodeSnapshot(nil, 42, states)
@@ -42,11 +43,14 @@ func TestEncodeSnapshotRefusesImpossibleWindows(t *testing.T) {
 	if _, err := EncodeSnapshot(nil, 0, []producer.State{{ID: 1, DurableNext: 5, Window: []uint64{9, 9}}}); err == nil {
 		t.Fatal("non-increasing window accepted")
 	}
+	if _, err := EncodeSnapshot(nil, 0, []producer.State{{ID: 1, DurableNext: 5, Window: []uint64{9}, Keys: []string{"a", "b"}}}); err == nil {
+		t.Fatal("keys not aligned with the window accepted")
+	}
 }
 
 // FuzzDecodeSnapshot: no input panics, and what decodes re-encodes the same.
 func FuzzDecodeSnapshot(f *testing.F) {
-	good, _ := EncodeSnapshot(nil, 7, []producer.State{{ID: 1, Epoch: 2, DurableNext: 3, Window: []uint64{4, 6}}})
+	good, _ := EncodeSnapshot(nil, 7, []producer.State{{ID: 1, Epoch: 2, DurableNext: 3, Window: []uint64{4, 6}, Keys: []string{"k", "l"}}})
 	f.Add(good)
 	f.Add(good[:len(good)-1])
 	f.Add(append(append([]byte(nil), good...), 0))

@@ -70,6 +70,10 @@ type State struct {
 	DurableNext uint64 // last durable seq + 1
 	// Window holds the offsets of seqs [DurableNext-len(Window), DurableNext).
 	Window []uint64
+	// Keys, for an idempotency-key bucket (a virtual producer), holds the
+	// key of each seq in Window (same length); empty for other producers.
+	// The table does not keep keys: the ingest node does.
+	Keys []string
 }
 
 type producerState struct {
@@ -217,3 +221,12 @@ func (t *Table) InFlight(id uint64) uint64 {
 
 // Len is the number of producers in the table.
 func (t *Table) Len() int { return len(t.producers) }
+
+// NextSeq is the seq the producer's next new message must have.
+func (t *Table) NextSeq(id uint64) (uint64, bool) {
+	p, ok := t.producers[id]
+	if !ok {
+		return 0, false
+	}
+	return p.acceptedNext, true
+}

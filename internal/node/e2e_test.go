@@ -392,3 +392,50 @@ func TestRestartKeepsTheLogAndProducerState(t *testing.T) {
 		t.Fatalf("next seq after restart: %v %v", pd, err)
 	}
 }
+
+func TestIdempotencyKeyAnswersTheOriginalOffsetAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	post := func(s *Server, key, payload string) (int, string) {
+		code, _, raw := httpDo(t, "POST", "http://"+s.HTTPAddr()+"/v1/messages",
+			`{"topic":"pay","payload":`+payload+`}`, map[string]string{"Idempotency-Key": key})
+		return code, raw
+	}
+	code, first := post(s, "order-17", `{"amount":5}`)
+	if code != 200 || !strings.Contains(first, `"duplicate":false`) {
+		t.Fatalf("first post: %d %s", code, first)
+	}
+	var firstAck struct{ Offset uint64 }
+	_ = json.Unmarshal([]byte(first), &firstAck)
+	if _, other := post(s, "order-18", `{"amount":6}`); !strings.Contains(other, `"duplicate":false`) {
+		t.Fatalf("second key: %s", other)
+	}
+	code, again := post(s, "order-17", `{"amount":5}`)
+	want := fmt.Sprintf(`{"offset":%d,"duplicate":true}`, firstAck.Offset)
+	if code != 200 || strings.TrimSpace(again) != want {
+		t.Fatalf("retry: %d %s, want %s", code, again, want)
+	}
+	if code, raw := post(s, strings.Repeat("k", 300), `1`); code != 400 {
+		t.Fatalf("oversized key: %d %s", code, raw)
+	}
+	s.Close()
+
+	s = startServer(t, dir)
+	defer s.Close()
+	code, afterRestart := post(s, "order-17", `{"amount":5}`)
+	if code != 200 || strings.TrimSpace(afterRestart) != want {
+		t.Fatalf("retry after restart: %d %s, want %s", code, afterRestart, want)
+	}
+	c := dial(t, s)
+	waitCommitted(t, c, firstAck.Offset+1)
+	msgs, _ := readAll(t, c)
+	keyed := 0
+	for _, m := range msgs {
+		if string(m.Message.MessageId) == "order-17" {
+			keyed++
+		}
+	}
+	if keyed != 1 {
+		t.Fatalf("order-17 logged %d times", keyed)
+	}
+}
