@@ -50,12 +50,13 @@ type schedule struct {
 	recoverAt              int
 	recoverers             int
 	writerClosesDuringRace bool
+	dropRate, reorderRate  float64
 	events                 []event
 }
 
 func (s schedule) String() string {
-	out := fmt.Sprintf("seed=%d W=%d A=%d f=%d entries=%d recoverAt=%d recoverers=%d writerClose=%v events:",
-		s.seed, s.w, s.a, s.f, s.entries, s.recoverAt, s.recoverers, s.writerClosesDuringRace)
+	out := fmt.Sprintf("seed=%d W=%d A=%d f=%d entries=%d recoverAt=%d recoverers=%d writerClose=%v drop=%.2f reorder=%.1f events:",
+		s.seed, s.w, s.a, s.f, s.entries, s.recoverAt, s.recoverers, s.writerClosesDuringRace, s.dropRate, s.reorderRate)
 	for _, e := range s.events {
 		out += fmt.Sprintf(" %d:%s(%d)", e.at, e.kind, e.slot)
 	}
@@ -73,6 +74,8 @@ func makeSchedule(seed uint64, short bool) schedule {
 	s.recoverAt = s.entries/3 + rng.IntN(s.entries/2)
 	s.recoverers = 1 + rng.IntN(2)
 	s.writerClosesDuringRace = rng.IntN(3) == 0
+	s.dropRate = []float64{0, 0.01, 0.02, 0.05}[rng.IntN(4)]
+	s.reorderRate = []float64{0, 0.2, 0.5}[rng.IntN(3)]
 	wipes := 0
 	crashed := map[int]bool{}
 	for at := 0; at < s.entries; at += 1 + rng.IntN(s.entries/6) {
@@ -143,7 +146,7 @@ func (l *confirmLog) highest() int64 {
 
 func runSchedule(t *testing.T, s schedule) {
 	c := newTestCluster(t, s.w, s.seed)
-	c.net.dropRate, c.net.delayRate, c.net.reorderRate, c.net.maxDelay = 0.02, 0.1, 0.2, 3*time.Millisecond
+	c.net.dropRate, c.net.delayRate, c.net.reorderRate, c.net.maxDelay = s.dropRate, 0.1, s.reorderRate, 3*time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 

@@ -110,3 +110,42 @@ func TestRecoveryWaitsWhenAHoldersImpossible(t *testing.T) {
 		t.Fatalf("waiting recovery returned %+v", m)
 	}
 }
+
+// TestFencedWriterGetsNoNewConfirmation: a recovery fences a live writer;
+// its later appends fail with ErrFenced and its LAC stays at or below the
+// recovered last entry, which holds everything it had confirmed.
+func TestFencedWriterGetsNoNewConfirmation(t *testing.T) {
+	c := newTestCluster(t, 3, 13)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var reported []int64
+	w := c.create(t, 2, 1, WriterOptions{OnConfirm: func(lac int64) { reported = append(reported, lac) }})
+	appendRange(t, w, 0, 50)
+	if err := w.WaitConfirmed(ctx, 49); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Recover(ctx, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.LastEntry != 49 {
+		t.Fatalf("recovered last %d, want 49", m.LastEntry)
+	}
+	var appendErr error
+	for i := int64(50); i < 5000 && appendErr == nil; i++ {
+		_, appendErr = w.Append(payloadFor(w.ID(), i), spanFor(i))
+	}
+	if err := w.WaitConfirmed(ctx, 50); !errors.Is(err, ErrFenced) {
+		t.Fatalf("WaitConfirmed after the fence: %v (append: %v), want ErrFenced", err, appendErr)
+	}
+	closed, err := w.Close(ctx)
+	if err != nil || closed.LastEntry != 49 || closed.ModRevision != m.ModRevision {
+		t.Fatalf("writer Close = %+v, %v; recovered %+v", closed, err, m)
+	}
+	for _, lac := range reported {
+		if lac > 49 {
+			t.Fatalf("fenced writer reported LAC %d", lac)
+		}
+	}
+	checkClosedLedger(t, ctx, c, closed)
+}
