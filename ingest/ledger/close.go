@@ -85,9 +85,10 @@ func closeOnStores(ctx context.Context, m Metadata, clients []walpb.WALClient) {
 }
 
 // Unconfirmed returns, after Close, the entries the writer appended beyond
-// the closed ledger's last entry, in id order, so the caller can write them
-// again into a new ledger (ingest re-grants their messages; the sequencer
-// re-appends its commit records). Entries ≤ last are in the ledger.
+// the closed ledger's last entry, in id order, so the caller can move them
+// to a new ledger (ingest re-grants their messages, whose offsets were
+// granted for this ledger only; the sequencer re-appends its commit
+// records). Entries ≤ last are in the ledger.
 func (w *Writer) Unconfirmed(last int64) []Entry {
 	w.mu.Lock()
 	defer w.mu.Unlock()

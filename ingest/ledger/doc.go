@@ -35,8 +35,10 @@
 // ErrQuorumLost (fewer than A stores can take writes) or ErrFenced (someone
 // recovers the ledger), the caller calls Close, acknowledges entries up to
 // the returned LastEntry (which may exceed the writer's own LAC after a
-// recovery), takes Unconfirmed(LastEntry) and writes those again into a new
-// ledger created on a new ensemble. If Close finds a recovery in progress
+// recovery), and moves Unconfirmed(LastEntry) to a new ledger created on a
+// new ensemble: entries without offsets (commit records) can be appended
+// again as they are; an entry's offsets were granted for this ledger only,
+// so ingest re-grants its messages instead. If Close finds a recovery in progress
 // it waits for it; if ctx ends first the caller can Recover the ledger
 // itself.
 //
