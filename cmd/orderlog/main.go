@@ -4,6 +4,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"sort"
@@ -16,12 +18,15 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"dev":     {"run everything in one process (embedded etcd, data in ./data)", runDev},
-	"produce": {"send lines from stdin or files as messages (idempotent session)", runProduce},
-	"read":    {"print a range of messages in global order", runRead},
-	"tail":    {"follow the log and print messages as they are committed", runTail},
-	"status":  {"print the sequencer epoch, the committed watermark and store sizes", runStatus},
-	"bench":   {"streaming load generator: msg/s, MB/s, ack latency percentiles", runBench},
+	"dev":       {"run everything in one process (embedded etcd, data in ./data)", runDev},
+	"produce":   {"send lines from stdin or files as messages (idempotent session)", runProduce},
+	"read":      {"print a range of messages in global order", runRead},
+	"tail":      {"follow the log and print messages as they are committed", runTail},
+	"status":    {"print the sequencer epoch, the committed watermark and store sizes", runStatus},
+	"bench":     {"streaming load generator: msg/s, MB/s, ack latency percentiles", runBench},
+	"sequencer": {"cluster role: campaign for sequencer leadership (needs --etcd)", runSequencer},
+	"ingest":    {"cluster role: a WAL store and an ingest node with the APIs (needs --etcd)", runIngest},
+	"reader":    {"cluster role: serve reads from the commit map (needs --etcd)", runReader},
 }
 
 func main() {
@@ -35,7 +40,9 @@ func main() {
 		usage(os.Stderr)
 		os.Exit(2)
 	}
-	if err := cmd.run(os.Args[2:]); err != nil {
+	if err := cmd.run(os.Args[2:]); errors.Is(err, flag.ErrHelp) {
+		return // the flag set printed its usage
+	} else if err != nil {
 		fmt.Fprintf(os.Stderr, "orderlog %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"orderlog/ingest"
@@ -31,9 +32,28 @@ import (
 	"orderlog/sequencer"
 )
 
-// Config configures a single-process orderlog.
+// Roles says which roles a process runs. The zero value runs them all,
+// as `orderlog dev` does.
+type Roles struct {
+	// Sequencer campaigns for sequencer leadership.
+	Sequencer bool
+	// Ingest runs a WAL store, an ingest node, the Producer gRPC service and
+	// the HTTP API (whose reads use a reader in the same process).
+	Ingest bool
+	// Reader serves Read, Tail and Query from the commit map.
+	Reader bool
+}
+
+func (r Roles) none() bool { return !r.Sequencer && !r.Ingest && !r.Reader }
+
+// Config configures an orderlog process.
 type Config struct {
-	// DataDir holds everything: etcd/ and wal/.
+	// Roles to run; zero: all of them.
+	Roles Roles
+	// EtcdEndpoints are the client URLs of an etcd cluster; empty: run an
+	// embedded etcd server in DataDir/etcd (single machine only).
+	EtcdEndpoints []string
+	// DataDir holds etcd/ (when embedded) and wal/ (with the ingest role).
 	DataDir string
 	// GRPCAddr and HTTPAddr are where the APIs listen (port 0: any free port).
 	GRPCAddr string
@@ -45,18 +65,31 @@ type Config struct {
 	// FsyncPolicy is the WAL store's policy: "always" (default) or
 	// "interval=<duration>" (weaker: acknowledged data can be lost).
 	FsyncPolicy string
-	// Ingest tunes the ingest node (limits, ack mode, batching).
+	// Ingest tunes the ingest node (limits, ack mode, batching) and the
+	// replication of its ledgers (W, A, Tolerate; default W = A = 1).
 	Ingest ingest.Config
+	// Commit is the replication of the sequencer's commit ledger; its
+	// ensemble is chosen from the registered stores. Default W = A = 1.
+	Commit Replication
 	// HTTPLimits bounds HTTP requests.
 	HTTPLimits httpapi.Limits
 	// Logf logs; nil means the standard logger.
 	Logf func(format string, args ...any)
 }
 
+// Replication is W, A and the store failures tolerated.
+type Replication struct{ W, A, Tolerate int }
+
 // Validate fills defaults and rejects nonsense.
 func (c *Config) Validate() error {
-	if c.DataDir == "" {
+	if c.Roles.none() {
+		c.Roles = Roles{Sequencer: true, Ingest: true, Reader: true}
+	}
+	if c.DataDir == "" && (c.Roles.Ingest || len(c.EtcdEndpoints) == 0) {
 		return errors.New("node: DataDir is required")
+	}
+	if c.Commit.W == 0 {
+		c.Commit = Replication{W: 1, A: 1}
 	}
 	if c.GRPCAddr == "" {
 		c.GRPCAddr = "127.0.0.1:7070"
@@ -113,15 +146,18 @@ func Start(cfg Config) (*Server, error) {
 func (s *Server) start() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	if err := s.connectEtcd(); err != nil {
+		return err
+	}
 	var err error
-	if s.etcd, err = etcdserver.Start(etcdserver.Config{Dir: filepath.Join(s.cfg.DataDir, "etcd"), ClientAddr: s.cfg.EtcdAddr}); err != nil {
-		return err
+	if s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
+		return fmt.Errorf("listen gRPC: %w", err)
 	}
-	if s.cli, err = s.etcd.NewClient(); err != nil {
-		return err
-	}
-	if err := s.openStore(ctx); err != nil {
-		return err
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
+	if s.cfg.Roles.Ingest {
+		if err := s.openStore(ctx); err != nil {
+			return err
+		}
 	}
 	s.grpcDialer = ledger.NewGRPCDialer()
 	if s.dialer, err = newResolvingDialer(ctx, s.cli, s.grpcDialer); err != nil {
@@ -131,11 +167,28 @@ func (s *Server) start() error {
 		return err
 	}
 	go s.grpc.Serve(s.grpcLis)
-	return s.startHTTP()
+	if s.cfg.Roles.Ingest {
+		return s.startHTTP()
+	}
+	return nil
 }
 
-// openStore opens the WAL store, starts listening for gRPC (the store's
-// address goes into ledger ensembles) and registers the store in etcd.
+// connectEtcd starts the embedded etcd server, or connects to a cluster.
+func (s *Server) connectEtcd() error {
+	var err error
+	if len(s.cfg.EtcdEndpoints) > 0 {
+		s.cli, err = clientv3.New(clientv3.Config{Endpoints: s.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		return err
+	}
+	if s.etcd, err = etcdserver.Start(etcdserver.Config{Dir: filepath.Join(s.cfg.DataDir, "etcd"), ClientAddr: s.cfg.EtcdAddr}); err != nil {
+		return err
+	}
+	s.cli, err = s.etcd.NewClient()
+	return err
+}
+
+// openStore opens the WAL store, serves it on the gRPC server (its address
+// goes into ledger ensembles) and registers it in etcd.
 func (s *Server) openStore(ctx context.Context) error {
 	interval, err := wal.ParsePolicy(s.cfg.FsyncPolicy)
 	if err != nil {
@@ -147,10 +200,6 @@ func (s *Server) openStore(ctx context.Context) error {
 	for _, c := range s.store.Corruptions() {
 		s.cfg.Logf("orderlog: WAL store: %v (answered UNKNOWN)", c)
 	}
-	if s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
-		return fmt.Errorf("listen gRPC: %w", err)
-	}
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
 	walpb.RegisterWALServer(s.grpc, wal.NewService(s.store))
 	lease, err := s.cli.Grant(ctx, 5)
 	if err != nil {
@@ -172,34 +221,66 @@ func (s *Server) openStore(ctx context.Context) error {
 // startRoles creates the sequencer, ingest and reader roles and registers
 // their gRPC services (before the server starts serving).
 func (s *Server) startRoles(ctx context.Context) error {
+	if s.cfg.Roles.Sequencer {
+		if err := s.startSequencer(ctx); err != nil {
+			return err
+		}
+	} else {
+		close(s.done)
+	}
+	if s.cfg.Roles.Ingest {
+		chooser := func(ctx context.Context, w int) ([]ledger.Member, error) {
+			return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
+		}
+		var err error
+		if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli)); err != nil {
+			return err
+		}
+		ingest.NewProducerService(s.ingest).Register(s.grpc)
+	}
+	if s.cfg.Roles.Reader || s.cfg.Roles.Ingest { // the HTTP API reads through a local reader
+		commits := reader.NewCommitMap()
+		go reader.Follow(ctx, s.cli, commits, s.cfg.Logf)
+		s.reader = reader.New(commits, reader.NewLedgerSource(s.cli, s.dialer))
+		reader.NewService(s.reader).Register(s.grpc)
+	}
+	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
+	return nil
+}
+
+// startSequencer creates the sequencer node and campaigns once the stores
+// for its commit ledger are registered.
+func (s *Server) startSequencer(ctx context.Context) error {
 	addr := s.grpcLis.Addr().String()
-	self := ledger.Member{StoreID: s.store.StoreID(), Incarnation: s.store.Incarnation(), Address: addr}
+	control := &sequencer.LedgerClient{Etcd: s.cli, Stores: s.dialer, Writer: "sequencer-" + s.cfg.NodeName,
+		Replication: sequencer.CommitReplication{AckQuorum: s.cfg.Commit.A, Tolerate: s.cfg.Commit.Tolerate}}
 	var err error
-	s.sequencer, err = sequencer.NewNode(sequencer.Config{Address: addr, Etcd: s.cli, Logf: s.cfg.Logf,
-		Ledgers: &sequencer.LedgerClient{Etcd: s.cli, Stores: s.dialer, Writer: "sequencer-" + s.cfg.NodeName,
-			Replication: sequencer.CommitReplication{Ensemble: []ledger.Member{self}, AckQuorum: 1}}})
+	s.sequencer, err = sequencer.NewNode(sequencer.Config{Address: addr, Etcd: s.cli, Logf: s.cfg.Logf, Ledgers: control})
 	if err != nil {
 		return err
 	}
 	sequencer.Register(s.grpc, s.sequencer)
+	preferred := ""
+	if s.store != nil {
+		preferred = s.store.StoreID()
+	}
 	go func() {
 		defer close(s.done)
-		_ = s.sequencer.Run(ctx)
+		for ctx.Err() == nil {
+			// The commit ledger's ensemble is chosen once, from the stores
+			// registered when this node starts.
+			members, err := chooseEnsemble(ctx, s.cli, s.cfg.Commit.W, preferred)
+			if err == nil {
+				control.Replication.Ensemble = members
+				_ = s.sequencer.Run(ctx)
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
 	}()
-
-	chooser := func(ctx context.Context, w int) ([]ledger.Member, error) {
-		return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
-	}
-	if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli)); err != nil {
-		return err
-	}
-	ingest.NewProducerService(s.ingest).Register(s.grpc)
-
-	commits := reader.NewCommitMap()
-	go reader.Follow(ctx, s.cli, commits, s.cfg.Logf)
-	s.reader = reader.New(commits, reader.NewLedgerSource(s.cli, s.dialer))
-	reader.NewService(s.reader).Register(s.grpc)
-	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
 	return nil
 }
 
@@ -229,14 +310,12 @@ func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 // EtcdEndpoint is the embedded etcd server's client URL.
 func (s *Server) EtcdEndpoint() string { return s.etcd.Endpoint() }
 
-// WaitReady blocks until a sequencer leader serves grants and the reader
-// follows its commit map.
+// WaitReady blocks until this process's roles are ready: a sequencer node
+// is serving or standing by, and a reader follows a leader's commit map.
 func (s *Server) WaitReady(ctx context.Context) error {
 	for {
-		if st := s.sequencer.Status(); st.Serving {
-			if epoch, _ := s.reader.Commits().Committed(); epoch == int64(st.Epoch) {
-				return nil
-			}
+		if s.ready() {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -244,6 +323,17 @@ func (s *Server) WaitReady(ctx context.Context) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+func (s *Server) ready() bool {
+	if s.reader == nil {
+		return s.sequencer == nil || s.sequencer.Status().Serving
+	}
+	epoch, _ := s.reader.Commits().Committed()
+	if s.sequencer != nil && s.sequencer.Status().Serving {
+		return epoch == int64(s.sequencer.Status().Epoch) // the reader follows this leader
+	}
+	return epoch > 0
 }
 
 // Close stops every role, then the store and etcd.

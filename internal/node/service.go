@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 
 	"orderlog/ingest"
+	"orderlog/internal/apierr"
 	"orderlog/proto/orderlogpb"
 	"orderlog/reader"
 )
@@ -30,15 +31,29 @@ func newService(etcd *clientv3.Client, in *ingest.Node, rd *reader.Reader, statu
 
 func (s *service) register(srv *grpc.Server) { orderlogpb.RegisterAdminServer(srv, s) }
 
+// errNoRole answers calls for a role this process does not run.
+func errNoRole(role string) error {
+	return apierr.New(apierr.Unavailable, "this orderlog process runs no %s role", role)
+}
+
 func (s *service) InitProducer(ctx context.Context, req *orderlogpb.InitProducerRequest) (*orderlogpb.InitProducerResponse, error) {
+	if s.ingest == nil {
+		return nil, errNoRole("ingest")
+	}
 	return s.ingest.InitProducer(ctx, req.Name)
 }
 
 func (s *service) Produce(ctx context.Context, req *orderlogpb.ProduceRequest) ([]*orderlogpb.Ack, error) {
+	if s.ingest == nil {
+		return nil, errNoRole("ingest")
+	}
 	return s.ingest.ProduceSync(ctx, req)
 }
 
 func (s *service) Query(ctx context.Context, req *orderlogpb.QueryRequest) (*orderlogpb.ReadResponse, error) {
+	if s.reader == nil {
+		return nil, errNoRole("reader")
+	}
 	filter := reader.Filter{Topic: req.Topic, Key: req.Key, FromTimeMicros: req.FromTimeUs, ToTimeMicros: req.ToTimeUs}
 	return s.reader.ReadPage(ctx, req.FromOffset, int(req.Limit), filter)
 }

@@ -15,14 +15,20 @@ import (
 // status is the answer of Admin/Status and GET /v1/status.
 func (s *Server) status(ctx context.Context) (*orderlogpb.StatusResponse, error) {
 	resp := &orderlogpb.StatusResponse{Version: Version}
-	epoch, committed := s.reader.Commits().Committed()
-	resp.Epoch, resp.Committed = uint64(epoch), committed
-	resp.HoleOffsets = s.reader.Commits().HoleOffsets()
+	if s.reader != nil {
+		epoch, committed := s.reader.Commits().Committed()
+		resp.Epoch, resp.Committed = uint64(epoch), committed
+		resp.HoleOffsets = s.reader.Commits().HoleOffsets()
+	} else if st := s.sequencer.Status(); st.Leader {
+		resp.Epoch, resp.Committed = st.Epoch, st.Published
+	}
 	if got, err := s.cli.Get(ctx, keys.SeqReserved); err == nil && len(got.Kvs) > 0 {
 		resp.Reserved, _ = strconv.ParseUint(string(got.Kvs[0].Value), 10, 64)
 	}
-	resp.Producers = uint64(s.ingest.Producers())
-	resp.StoreBytes = uint64(dirSize(filepath.Join(s.cfg.DataDir, "wal")))
+	if s.ingest != nil {
+		resp.Producers = uint64(s.ingest.Producers())
+		resp.StoreBytes = uint64(dirSize(filepath.Join(s.cfg.DataDir, "wal")))
+	}
 	return resp, nil
 }
 
@@ -71,6 +77,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.committed, prometheus.GaugeValue, float64(committed))
 	ch <- prometheus.MustNewConstMetric(c.epoch, prometheus.GaugeValue, float64(epoch))
 	ch <- prometheus.MustNewConstMetric(c.holes, prometheus.GaugeValue, float64(c.server.reader.Commits().HoleOffsets()))
+	if c.server.sequencer == nil {
+		return
+	}
 	if st := c.server.sequencer.Status(); st.Leader && st.Published >= committed {
 		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(st.Published-committed))
 	}

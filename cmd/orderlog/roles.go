@@ -1,0 +1,109 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"orderlog/ingest"
+	"orderlog/internal/node"
+)
+
+// roleFlags are the flags every role command takes.
+type roleFlags struct {
+	etcd     string
+	grpcAddr string
+	name     string
+}
+
+func (r *roleFlags) register(fs *flag.FlagSet, defaultGRPC string) {
+	fs.StringVar(&r.etcd, "etcd", "", "comma-separated client URLs of the etcd cluster (required)")
+	fs.StringVar(&r.grpcAddr, "grpc-addr", defaultGRPC, "gRPC address this role serves on")
+	host, _ := os.Hostname()
+	fs.StringVar(&r.name, "name", host, "node name (in incarnations and ledger metadata)")
+}
+
+func (r *roleFlags) config(roles node.Roles) (node.Config, error) {
+	if r.etcd == "" {
+		return node.Config{}, errors.New("--etcd is required (use `orderlog dev` for a single machine)")
+	}
+	return node.Config{Roles: roles, EtcdEndpoints: strings.Split(r.etcd, ","), GRPCAddr: r.grpcAddr, NodeName: r.name}, nil
+}
+
+func runSequencer(args []string) error {
+	fs := newFlagSet("sequencer", "sequencer --etcd URLS [flags]\n\nCampaigns for sequencer leadership; the leader grants offsets, writes the\ncommit log and serves the commit map. Run two or three for failover.")
+	var rf roleFlags
+	rf.register(fs, "127.0.0.1:7071")
+	var commit node.Replication
+	fs.IntVar(&commit.W, "commit-w", 3, "stores per commit ledger (W)")
+	fs.IntVar(&commit.A, "commit-a", 2, "acks per commit entry (A)")
+	fs.IntVar(&commit.Tolerate, "tolerate", 1, "store failures to tolerate (A ≥ f+1, W ≥ 2f+1)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := rf.config(node.Roles{Sequencer: true})
+	if err != nil {
+		return err
+	}
+	cfg.Commit = commit
+	return serveRole("sequencer", cfg)
+}
+
+func runIngest(args []string) error {
+	fs := newFlagSet("ingest", "ingest --etcd URLS --data DIR [flags]\n\nRuns a WAL store and an ingest node: producer sessions over gRPC, the HTTP\nAPI, and ledgers replicated on W registered stores.")
+	var rf roleFlags
+	rf.register(fs, "127.0.0.1:7070")
+	dataDir := fs.String("data", "./data", "directory of this node's WAL store")
+	httpAddr := fs.String("http-addr", "127.0.0.1:7080", "HTTP/JSON API address")
+	var in ingest.Config
+	fs.IntVar(&in.W, "w", 3, "stores per ledger (W)")
+	fs.IntVar(&in.A, "a", 2, "acks per entry (A)")
+	fs.IntVar(&in.Tolerate, "tolerate", 1, "store failures to tolerate (A ≥ f+1, W ≥ 2f+1)")
+	ackMode := fs.String("ack-mode", "quorum", `"quorum" or "leader"`)
+	fsync := fs.String("fsync", "always", `WAL fsync policy: "always" or "interval=<duration>" (weaker)`)
+	fs.IntVar(&in.MaxMessageBytes, "max-message-bytes", 1<<20, "largest message value accepted")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := rf.config(node.Roles{Ingest: true})
+	if err != nil {
+		return err
+	}
+	in.AckMode = ingest.AckMode(*ackMode)
+	cfg.Ingest, cfg.DataDir, cfg.HTTPAddr, cfg.FsyncPolicy = in, *dataDir, *httpAddr, *fsync
+	cfg.HTTPLimits.MaxMessageBytes = in.MaxMessageBytes
+	return serveRole("ingest", cfg)
+}
+
+func runReader(args []string) error {
+	fs := newFlagSet("reader", "reader --etcd URLS [flags]\n\nFollows the sequencer's commit map and serves Read, Tail and Query over gRPC.")
+	var rf roleFlags
+	rf.register(fs, "127.0.0.1:7072")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := rf.config(node.Roles{Reader: true})
+	if err != nil {
+		return err
+	}
+	return serveRole("reader", cfg)
+}
+
+// serveRole starts a role process and serves until SIGINT or SIGTERM.
+func serveRole(role string, cfg node.Config) error {
+	server, err := node.Start(cfg)
+	if err != nil {
+		return err
+	}
+	defer server.Close()
+	fmt.Printf("orderlog %s serving gRPC on %s\n", role, server.GRPCAddr())
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	<-stop
+	fmt.Printf("orderlog %s: stopping\n", role)
+	return nil
+}
