@@ -18,6 +18,8 @@ type nodeMetrics struct {
 	ledgersOpened  prometheus.Counter
 	ledgerErrors   prometheus.Counter
 	grantRefusals  prometheus.Counter
+	grants         prometheus.Counter
+	grantLatency   prometheus.Histogram
 }
 
 func newNodeMetrics() *nodeMetrics {
@@ -32,6 +34,9 @@ func newNodeMetrics() *nodeMetrics {
 		ledgersOpened: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_ledgers_opened_total", Help: "Ledgers this node opened."}),
 		ledgerErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_ledger_errors_total", Help: "Failed ledger creations."}),
 		grantRefusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_grant_refusals_total", Help: "Grants the sequencer refused."}),
+		grants:        prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_grants_total", Help: "Grants received from the sequencer (one per batch)."}),
+		grantLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "orderlog_ingest_grant_latency_seconds", Help: "Grant request to reply.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 	}
 }
 
@@ -47,5 +52,5 @@ func (m *nodeMetrics) observeFrame(resp *orderlogpb.ProduceResponse, arrived tim
 func (n *Node) Collectors() []prometheus.Collector {
 	m := n.metrics
 	return []prometheus.Collector{m.loggedMessages, m.appendedBytes, m.batchMessages, m.ackLatency,
-		m.refusedFrames, m.ledgersOpened, m.ledgerErrors, m.grantRefusals}
+		m.refusedFrames, m.ledgersOpened, m.ledgerErrors, m.grantRefusals, m.grants, m.grantLatency}
 }

@@ -43,6 +43,7 @@ type Node struct {
 	topicsSeen map[string]bool
 	buckets    [idempotencyBuckets]*keyBucket
 	bucketOf   map[uint64]*keyBucket // by the bucket's producer id
+	grantAsked map[uint64]time.Time  // batch id → when its grant was requested
 	metrics    *nodeMetrics
 }
 
@@ -76,7 +77,7 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 		events:      make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
 		table: producer.NewTable(cfg.DedupWindow), pipe: pipe, closing: make(map[uint64]bool),
 		producers: make(map[uint64]*producerSession), dupWaiters: make(map[seqKey][]ackTarget),
-		topicsSeen: make(map[string]bool), bucketOf: make(map[uint64]*keyBucket),
+		topicsSeen: make(map[string]bool), bucketOf: make(map[uint64]*keyBucket), grantAsked: make(map[uint64]time.Time),
 		metrics: newNodeMetrics(),
 	}
 	if err := n.register(ctx); err != nil {
@@ -189,6 +190,7 @@ func (n *Node) drive() {
 			n.openLedger()
 		}
 		for _, g := range ready.GrantRequests {
+			n.grantAsked[g.BatchID] = time.Now()
 			n.grants.Grant(g.BatchID, g.Ledger, g.Count)
 		}
 		n.appendBatches(ready.Appends)

@@ -184,6 +184,10 @@ func (n *Node) CloseLedgerRequested(ledgerID uint64) {
 }
 
 func (n *Node) onGrantReply(r GrantReply) {
+	if asked, ok := n.grantAsked[r.BatchID]; ok {
+		n.metrics.grantLatency.Observe(time.Since(asked).Seconds())
+		delete(n.grantAsked, r.BatchID)
+	}
 	if r.Err != nil {
 		n.pipe.GrantRefused(r.BatchID)
 		n.metrics.grantRefusals.Inc()
@@ -192,6 +196,7 @@ func (n *Node) onGrantReply(r GrantReply) {
 		}
 		return
 	}
+	n.metrics.grants.Inc()
 	if err := n.pipe.Granted(r.BatchID, r.First); err != nil {
 		panic("ingest: " + err.Error())
 	}

@@ -120,7 +120,10 @@ func (s *Store) commitLoop() {
 
 func (s *Store) syncActive() error {
 	s.stats.syncs.Add(1)
-	if err := s.active.Sync(); err != nil {
+	start := time.Now()
+	err := s.active.Sync()
+	s.stats.syncNanos.Add(int64(time.Since(start)))
+	if err != nil {
 		return fmt.Errorf("fdatasync %s: %w", segmentName(s.activeSeq), err)
 	}
 	return nil
@@ -165,7 +168,10 @@ func (s *Store) writeBatch(b *batch) error {
 				return err
 			}
 		}
-		if _, err := s.active.Write(c.data); err != nil {
+		start := time.Now()
+		_, err := s.active.Write(c.data)
+		s.stats.writeNanos.Add(int64(time.Since(start)))
+		if err != nil {
 			return fmt.Errorf("write %s: %w", segmentName(s.activeSeq), err)
 		}
 		s.activeMetas = append(s.activeMetas, c.metas...)
