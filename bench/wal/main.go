@@ -47,6 +47,7 @@ func main() {
 		var err error
 		dir, err = os.MkdirTemp("", "walbench")
 		check(err)
+		tempDir = dir
 		defer os.RemoveAll(dir)
 	}
 	fmt.Printf("dir=%s duration=%s appenders=%d entry=%dB\n", dir, *duration, *appenders, *entrySize)
@@ -74,8 +75,8 @@ func main() {
 	fmt.Printf("raw write 1 KiB + fdatasync latency: p50 %s p99 %s\n", rawLat.p50, rawLat.p99)
 	fmt.Printf("store append latency at %.0f entries/s (half of max), achieved %.0f/s: p50 %s p99 %s p99.9 %s\n",
 		rate, lat.achieved, lat.p50, lat.p99, lat.p999)
-	fmt.Printf("append_p99_vs_raw_fdatasync=%.2f (over raw p50; over raw p99: %.2f)\n",
-		float64(lat.p99)/float64(rawLat.p50), float64(lat.p99)/float64(rawLat.p99))
+	fmt.Printf("append_p99_vs_raw_fdatasync=%.2f (append p99 over raw p99; p50 over p50: %.2f; append p99 over raw p50: %.2f)\n",
+		float64(lat.p99)/float64(rawLat.p99), float64(lat.p50)/float64(rawLat.p50), float64(lat.p99)/float64(rawLat.p50))
 
 	if *openGiB > 0 {
 		openTime(filepath.Join(dir, "open"), *openGiB)
@@ -88,8 +89,14 @@ func median(v []float64) float64 {
 	return v[len(v)/2]
 }
 
+// tempDir is removed on a failed check too.
+var tempDir string
+
 func check(err error) {
 	if err != nil {
+		if tempDir != "" {
+			os.RemoveAll(tempDir)
+		}
 		fmt.Fprintln(os.Stderr, "bench-wal:", err)
 		os.Exit(1)
 	}
