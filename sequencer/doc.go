@@ -15,6 +15,19 @@
 // requests and the published C. Node is the thin loop around it that talks to
 // etcd, gRPC and ledgers.
 //
+// Ingest side of a grant session (GrantClient does the mechanics): open one
+// Grant stream per incarnation with Hello{incarnation, lease id} to the
+// leader (LeaderAddress); create ledgers in the epoch of seq/epoch; send
+// GrantRequest per sealed batch (replies come in request order, with the
+// leader's epoch on every frame); report Written(range, ledger, entry) at
+// every LAC advance, also for entries ≤ last of a ledger someone else
+// closed; report Unused only for a grant no AddEntry was ever sent for;
+// answer CloseLedgerRequest by closing at the LAC and sending LedgerClosed;
+// on NOT_LEADER or a broken stream reconnect to the current leader; on
+// UNKNOWN_LEDGER / LEDGER_NOT_OPEN / WRONG_WRITER open a new ledger. An
+// idle stream sends a heartbeat every 100 ms; a session silent for
+// MachineConfig.SessionTimeout (1 s) is ended and its ledgers closed.
+//
 // Invariants:
 //   - An offset is granted at most once across all epochs: a leader grants
 //     only inside a reservation it extended by a CAS that compared its epoch,

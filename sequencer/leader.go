@@ -139,21 +139,15 @@ func (l *leader) handleLocked() {
 	if rd.Empty() {
 		return
 	}
-	// One allocation for all replies of this Ready, not two per grant.
-	replies := make([]pb.GrantReply, len(rd.Grants))
-	ranges := make([]pb.Range, len(rd.Grants))
-	ptrs := make([]*pb.GrantReply, len(rd.Grants))
-	for i, g := range rd.Grants {
-		ptrs[i] = grantToProto(&replies[i], &ranges[i], g, l.mu.m.Lease())
-	}
-	// Queue each session's run of consecutive replies at once.
+	// Queue each session's run of consecutive replies at once; the stream
+	// builds the protobuf frames outside this lock.
 	for i := 0; i < len(rd.Grants); {
 		j := i + 1
 		for j < len(rd.Grants) && rd.Grants[j].Session == rd.Grants[i].Session {
 			j++
 		}
 		if s := l.mu.streams[rd.Grants[i].Session]; s != nil {
-			s.queueGrants(ptrs[i:j])
+			s.queueGrants(rd.Grants[i:j])
 		}
 		i = j
 	}
@@ -187,7 +181,7 @@ func (l *leader) handleLocked() {
 }
 
 func (l *leader) appendLocked(records []Record) {
-	payload := EncodeCommitEntry(nil, l.epoch, records)
+	payload := EncodeCommitEntry(make([]byte, 0, 16+len(records)*12), l.epoch, records)
 	entry, err := l.commit.Append(payload)
 	if err != nil {
 		// Fenced (a newer leader recovered the commit ledger) or quorum
@@ -300,10 +294,12 @@ func (l *leader) closeSession(s *grantStream) {
 // onFrame feeds one ingest frame to the machine. Ledgers the machine does
 // not know are looked up in etcd first (once each), outside the lock.
 func (l *leader) onFrame(s *grantStream, f *pb.IngestFrame) {
-	if len(f.Grants) > 0 {
-		l.learnLedgers(f.Grants)
-	}
 	l.mu.Lock()
+	if l.unknownLedgerLocked(f.Grants) {
+		l.mu.Unlock()
+		l.learnLedgers(f.Grants)
+		l.mu.Lock()
+	}
 	now := l.now()
 	m := l.mu.m
 	m.Heard(now, s.id)
@@ -321,6 +317,15 @@ func (l *leader) onFrame(s *grantStream, f *pb.IngestFrame) {
 	for _, c := range f.Closed {
 		l.goClosedByWriter(c.LedgerId)
 	}
+}
+
+func (l *leader) unknownLedgerLocked(reqs []*pb.GrantRequest) bool {
+	for _, g := range reqs {
+		if !l.mu.m.KnowsLedger(g.LedgerId) {
+			return true
+		}
+	}
+	return false
 }
 
 func (l *leader) learnLedgers(reqs []*pb.GrantRequest) {

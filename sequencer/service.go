@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -30,6 +31,7 @@ func Register(srv *grpc.Server, node *Node) { pb.RegisterSequencerServer(srv, Ne
 type grantStream struct {
 	id          SessionID
 	incarnation string
+	lease       time.Duration // carried in grant replies
 	wake        chan struct{}
 	done        chan struct{}
 	endOnce     sync.Once
@@ -39,7 +41,7 @@ type grantStream struct {
 	inRecv atomic.Bool
 	mu     struct {
 		sync.Mutex
-		grants []*pb.GrantReply
+		grants []GrantReply
 		closes []*pb.CloseLedgerRequest
 	}
 }
@@ -51,7 +53,7 @@ func (s *grantStream) signal() {
 	}
 }
 
-func (s *grantStream) queueGrants(g []*pb.GrantReply) {
+func (s *grantStream) queueGrants(g []GrantReply) {
 	s.mu.Lock()
 	s.mu.grants = append(s.mu.grants, g...)
 	s.mu.Unlock()
@@ -72,12 +74,25 @@ func (s *grantStream) queueClose(ledgerID uint64) {
 // end makes the stream's handler return (superseded, timed out, deposed).
 func (s *grantStream) end() { s.endOnce.Do(func() { close(s.done) }) }
 
+// take converts everything queued into one frame's contents, reusing the
+// queue's array.
 func (s *grantStream) take() ([]*pb.GrantReply, []*pb.CloseLedgerRequest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g, c := s.mu.grants, s.mu.closes
-	s.mu.grants, s.mu.closes = nil, nil
-	return g, c
+	n := len(s.mu.grants)
+	if n == 0 && len(s.mu.closes) == 0 {
+		return nil, nil
+	}
+	// One allocation for all replies of the frame, not two per grant.
+	replies := make([]pb.GrantReply, n)
+	ranges := make([]pb.Range, n)
+	out := make([]*pb.GrantReply, n)
+	for i, g := range s.mu.grants {
+		out[i] = grantToProto(&replies[i], &ranges[i], g, s.lease)
+	}
+	c := s.mu.closes
+	s.mu.grants, s.mu.closes = s.mu.grants[:0], nil
+	return out, c
 }
 
 // flush sends everything queued, in order, as one frame.
@@ -106,7 +121,7 @@ func (svc *Service) Grant(stream grpc.BidiStreamingServer[pb.IngestFrame, pb.Seq
 	}
 	s := &grantStream{
 		id: svc.node.newSessionID(), incarnation: first.Hello.Incarnation,
-		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		wake: make(chan struct{}, 1), done: make(chan struct{}), lease: svc.node.cfg.Machine.GrantLease,
 	}
 	if err := l.openSession(s, first.Hello.LeaseId); err != nil {
 		return status.Error(codes.Unavailable, err.Error())

@@ -39,6 +39,7 @@ var (
 	batch    = flag.Int("batch", 64, "grant requests per frame")
 	window   = flag.Int("window", 512, "grant requests in flight per stream")
 	cpuProf  = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProf  = flag.String("memprofile", "", "write an allocation profile at the end of the run to this file")
 )
 
 func main() {
@@ -120,6 +121,12 @@ func main() {
 	st := node.Status()
 	fmt.Printf("sequencer epoch=%d published_C=%d\n", st.Epoch, st.Published)
 	fmt.Printf("grants_vs_echo_ratio=%.2f\n", min(ratios[0], ratios[1]))
+	if *memProf != "" {
+		f, err := os.Create(*memProf)
+		check(err)
+		check(pprof.Lookup("allocs").WriteTo(f, 0))
+		f.Close()
+	}
 }
 
 func median(xs []float64) float64 {
