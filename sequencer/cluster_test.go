@@ -94,14 +94,16 @@ type testNode struct {
 	done   chan struct{}
 }
 
-func (c *testCluster) startNode() *testNode {
+func (c *testCluster) startNode() *testNode { return c.startNodeWith(MachineConfig{}) }
+
+func (c *testCluster) startNodeWith(mcfg MachineConfig) *testNode {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	cli := c.newClient()
 	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: c.ledgerControl(cli),
-		Logf: c.t.Logf})
+		Machine: mcfg, Logf: c.t.Logf})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -158,6 +160,11 @@ type testIngest struct {
 	req   uint64
 	acked []EntrySpan
 	ledOf map[int]uint64 // index in acked → ledger id
+	// lastEnd is the end of the last grant on the current stream: grants
+	// on one stream come with increasing offsets.
+	lastEnd uint64
+	// closeRequests counts CloseLedgerRequests received.
+	closeRequests int
 }
 
 func (c *testCluster) newIngest(ctx context.Context, name string) *testIngest {
@@ -196,6 +203,7 @@ func (in *testIngest) connect(ctx context.Context) error {
 		return err
 	}
 	in.conn = conn
+	in.lastEnd = 0
 	gc, err := DialGrant(ctx, conn, in.inc, int64(in.lease))
 	if err != nil {
 		return err
@@ -240,8 +248,14 @@ func (in *testIngest) grant(ctx context.Context, n uint64) (Range, error) {
 				if f.Epoch != in.epoch {
 					return Range{}, fmt.Errorf("grant of epoch %d for a ledger of epoch %d", f.Epoch, in.epoch)
 				}
-				return rangeFromProto(g.Range), nil
+				r := rangeFromProto(g.Range)
+				if r.First < in.lastEnd || r.Len() != n {
+					in.t.Fatalf("grant %v of %d after a grant ending at %d on the same stream", r, n, in.lastEnd)
+				}
+				in.lastEnd = r.End
+				return r, nil
 			}
+			in.closeRequests += len(f.Close)
 		}
 	}
 }

@@ -262,3 +262,51 @@ func TestThreeNodesTwoFailoversAndIngestDeath(t *testing.T) {
 	}
 	t.Logf("epochs %v, C=%d, %d hole offsets", epochs, cw, holes)
 }
+
+// A grant that outlives its lease makes the leader ask the writer, on its
+// grant stream, to close the ledger at its LAC; the writer closes and says
+// so; the unwritten grant becomes a hole, everything written stays Written.
+func TestLeaseExpiryAsksWriterToClose(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCluster(t)
+	c.waitServing(c.startNodeWith(MachineConfig{GrantLease: 300 * time.Millisecond}))
+	in := c.newIngest(ctx, "ingest-1")
+	if err := in.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in.produce(ctx, 5)
+	held, err := in.grant(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the close request (heartbeats keep the session alive).
+	deadline := time.Now().Add(10 * time.Second)
+	for in.closeRequests == 0 {
+		select {
+		case f := <-in.gc.Frames():
+			in.closeRequests += len(f.Close)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no close request after the grant lease expired")
+		}
+	}
+	closed := in.w.ID()
+	m, err := in.w.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.LastEntry != in.acked[len(in.acked)-1].Entry {
+		t.Fatalf("closed at %d, last acknowledged entry %d", m.LastEntry, in.acked[len(in.acked)-1].Entry)
+	}
+	in.gc.LedgerClosed(closed)
+	// A new ledger for the next batches.
+	in.produce(ctx, 3)
+	decided, cw := readCommitMap(ctx, t, c.cli, in.acked[len(in.acked)-1].Range.End)
+	checkCommitMap(t, decided, cw, in)
+	for x := held.First; x < held.End; x++ {
+		if decided[x].Kind != KindHole {
+			t.Fatalf("expired grant offset %d decided %v", x, decided[x])
+		}
+	}
+}
