@@ -82,13 +82,18 @@ func (s *Store) commitLoop() {
 	}
 	unsynced := false
 	lastSync := time.Now()
+	var b *batch
 	for {
-		s.mu.Lock()
-		b := s.mu.pending
-		s.mu.pending, s.mu.inflight, s.mu.pendingBytes = nil, b, 0
-		closing := s.mu.closing
-		s.space.Broadcast()
-		s.mu.Unlock()
+		if b == nil {
+			var closing bool
+			b, closing = s.takePending()
+			if b == nil && closing {
+				if unsynced {
+					s.complete(nil, s.syncActive(), false)
+				}
+				return
+			}
+		}
 		if b != nil {
 			err := s.writeBatch(b)
 			if err == nil {
@@ -98,24 +103,32 @@ func (s *Store) commitLoop() {
 					unsynced, lastSync = false, time.Now()
 				}
 			}
-			s.finish(b, err)
+			b = s.complete(b, err, true)
 			continue
-		}
-		if closing {
-			if unsynced {
-				s.finish(nil, s.syncActive())
-			}
-			return
 		}
 		select {
 		case <-s.kick:
 		case <-tick:
 			if unsynced {
-				s.finish(nil, s.syncActive())
+				s.complete(nil, s.syncActive(), false)
 				unsynced, lastSync = false, time.Now()
 			}
 		}
 	}
+}
+
+// takePending makes the pending batch the in-flight one.
+func (s *Store) takePending() (b *batch, closing bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.takePendingLocked(), s.mu.closing
+}
+
+func (s *Store) takePendingLocked() *batch {
+	b := s.mu.pending
+	s.mu.pending, s.mu.inflight, s.mu.pendingBytes = nil, b, 0
+	s.space.Broadcast()
+	return b
 }
 
 func (s *Store) syncActive() error {
@@ -129,10 +142,12 @@ func (s *Store) syncActive() error {
 	return nil
 }
 
-// finish completes b (nil for a bare interval sync). An error fails b, every
-// batch queued after it, and the store: an fsync is never retried as if the
-// data were safe.
-func (s *Store) finish(b *batch, err error) {
+// complete completes b (nil for a bare interval sync) and, if takeNext,
+// takes the next pending batch in the same critical section, so that its
+// write starts before the appenders just completed wake up and contend for
+// the lock. An error fails b, every batch queued after it, and the store:
+// an fsync is never retried as if the data were safe.
+func (s *Store) complete(b *batch, err error, takeNext bool) (next *batch) {
 	s.mu.Lock()
 	var failedPending *batch
 	if err != nil {
@@ -146,11 +161,17 @@ func (s *Store) finish(b *batch, err error) {
 		if b != nil {
 			b.err = s.mu.failed
 		}
+		s.mu.inflight = nil
 		s.space.Broadcast()
-	} else if b != nil {
-		s.mu.durable = b.end
+	} else {
+		if b != nil {
+			s.mu.durable = b.end
+		}
+		s.mu.inflight = nil
+		if takeNext {
+			next = s.takePendingLocked()
+		}
 	}
-	s.mu.inflight = nil
 	s.mu.Unlock()
 	if b != nil {
 		close(b.done)
@@ -158,6 +179,7 @@ func (s *Store) finish(b *batch, err error) {
 	if failedPending != nil {
 		close(failedPending.done)
 	}
+	return next
 }
 
 // writeBatch writes b's chunks, rolling to new segments as they begin.
