@@ -23,9 +23,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"orderlog/ingest/wal"
 	"orderlog/ingest/wal/walfs"
 )
+
+var cold = flag.Bool("cold", true, "evict the store's files from the page cache before timing Open")
 
 var cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the timed Open to this file")
 
@@ -297,6 +301,9 @@ func openTime(dir string, gib float64) {
 	check(err)
 	check(f.Close())
 
+	if *cold {
+		dropCache(dir)
+	}
 	if *cpuProfile != "" {
 		pf, err := os.Create(*cpuProfile)
 		check(err)
@@ -313,5 +320,21 @@ func openTime(dir string, gib float64) {
 		gib, total, fill.Round(time.Millisecond), openDur.Round(time.Millisecond), last.Last, len(s2.Corruptions()))
 	// Open reads every checkpoint (linear in the number of records) and
 	// scans one segment (at most SegmentSize) after the last checkpoint.
-	fmt.Printf("open_seconds=%.3f open_gib=%.2f (page cache warm; one unsealed segment scanned)\n", openDur.Seconds(), gib)
+	cache := "warm"
+	if *cold {
+		cache = "cold: the store's files evicted with FADV_DONTNEED"
+	}
+	fmt.Printf("open_seconds=%.3f open_gib=%.2f (page cache %s; one unsealed segment scanned)\n", openDur.Seconds(), gib, cache)
+}
+
+// dropCache evicts the files in dir (only those) from the page cache.
+func dropCache(dir string) {
+	names, err := walfs.OS{}.List(dir)
+	check(err)
+	for _, n := range names {
+		f, err := os.Open(filepath.Join(dir, n))
+		check(err)
+		check(unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+		f.Close()
+	}
 }
