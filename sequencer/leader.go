@@ -2,16 +2,9 @@ package sequencer
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"orderlog/internal/keys"
-	pb "orderlog/proto/sequencerpb"
 )
 
 // leader is the thin I/O loop around one epoch's Machine: it feeds the
@@ -78,26 +71,6 @@ func (l *leader) run() {
 			l.mu.Unlock()
 		case <-l.confirm:
 			l.applyConfirmed(l.lac.Load())
-		}
-	}
-}
-
-// watchIngests feeds IncarnationGone when an ingest liveness key is
-// deleted (its node's etcd lease expired or was revoked): §5's third
-// condition of a live session.
-func (l *leader) watchIngests() {
-	defer l.wg.Done()
-	wch := l.node.cfg.Etcd.Watch(clientv3.WithRequireLeader(l.ctx), keys.IngestPrefix, clientv3.WithPrefix())
-	for resp := range wch {
-		for _, ev := range resp.Events {
-			if ev.Type != clientv3.EventTypeDelete {
-				continue
-			}
-			inc := strings.TrimPrefix(string(ev.Kv.Key), keys.IngestPrefix)
-			l.mu.Lock()
-			l.mu.m.IncarnationGone(l.now(), inc)
-			l.handleLocked()
-			l.mu.Unlock()
 		}
 	}
 }
@@ -206,149 +179,6 @@ func (l *leader) deposeLocked() {
 	l.cancel()
 }
 
-// goRecover recovers a ledger through the ledger client, retrying until it
-// succeeds or the leader steps down, then feeds LedgerClosed.
-func (l *leader) goRecover(id uint64) {
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		for l.ctx.Err() == nil {
-			spans, err := l.ctl.Recover(l.ctx, id)
-			if err == nil {
-				l.ledgerClosed(id, spans)
-				return
-			}
-			l.node.logf("sequencer epoch %d: recover ledger %d: %v", l.epoch, id, err)
-			select {
-			case <-l.ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-}
-
-// goClosedByWriter reads the spans of a ledger its writer says it closed.
-func (l *leader) goClosedByWriter(id uint64) {
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		spans, err := l.ctl.ClosedSpans(l.ctx, id)
-		if err != nil {
-			return // the close timeout's recovery settles it
-		}
-		l.ledgerClosed(id, spans)
-	}()
-}
-
-func (l *leader) ledgerClosed(id uint64, spans []EntrySpan) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.mu.m.LedgerClosed(l.now(), id, spans)
-	l.handleLocked()
-}
-
-func (l *leader) goReserve(r Reservation) {
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		err := l.store.extend(l.ctx, r.Expect, r.New)
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		switch {
-		case err == nil:
-			l.mu.m.ReservationExtended(r.New)
-		case errors.Is(err, ErrDeposed):
-			l.deposeLocked()
-		default:
-			l.mu.m.ReservationFailed()
-		}
-		l.handleLocked()
-	}()
-}
-
-// openSession registers a grant stream.
-func (l *leader) openSession(s *grantStream, leaseID int64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.mu.deposed {
-		return ErrNotLeader
-	}
-	l.mu.streams[s.id] = s
-	l.mu.byInc[s.incarnation] = s
-	l.mu.m.SessionOpened(l.now(), s.id, s.incarnation, leaseID)
-	l.handleLocked()
-	return nil
-}
-
-func (l *leader) closeSession(s *grantStream) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.mu.streams, s.id)
-	if l.mu.byInc[s.incarnation] == s {
-		delete(l.mu.byInc, s.incarnation)
-	}
-	l.mu.m.SessionClosed(l.now(), s.id)
-	l.handleLocked()
-}
-
-// onFrame feeds one ingest frame to the machine. Ledgers the machine does
-// not know are looked up in etcd first (once each), outside the lock.
-func (l *leader) onFrame(s *grantStream, f *pb.IngestFrame) {
-	l.mu.Lock()
-	if l.unknownLedgerLocked(f.Grants) {
-		l.mu.Unlock()
-		l.learnLedgers(f.Grants)
-		l.mu.Lock()
-	}
-	now := l.now()
-	m := l.mu.m
-	m.Heard(now, s.id)
-	for _, w := range f.Written {
-		m.Written(now, s.id, w.LedgerId, w.EntryId, rangeFromProto(w.Range))
-	}
-	for _, u := range f.Unused {
-		m.Unused(now, s.id, u.LedgerId, rangeFromProto(u.Range))
-	}
-	for _, g := range f.Grants {
-		m.RequestGrant(now, s.id, g.RequestId, g.LedgerId, g.Count)
-	}
-	l.handleLocked()
-	l.mu.Unlock()
-	for _, c := range f.Closed {
-		l.goClosedByWriter(c.LedgerId)
-	}
-}
-
-func (l *leader) unknownLedgerLocked(reqs []*pb.GrantRequest) bool {
-	for _, g := range reqs {
-		if !l.mu.m.KnowsLedger(g.LedgerId) {
-			return true
-		}
-	}
-	return false
-}
-
-func (l *leader) learnLedgers(reqs []*pb.GrantRequest) {
-	var unknown []uint64
-	l.mu.Lock()
-	for _, g := range reqs {
-		if !l.mu.m.KnowsLedger(g.LedgerId) && (len(unknown) == 0 || unknown[len(unknown)-1] != g.LedgerId) {
-			unknown = append(unknown, g.LedgerId)
-		}
-	}
-	l.mu.Unlock()
-	for _, id := range unknown {
-		ref, open, err := l.ctl.Lookup(l.ctx, id)
-		if err != nil || !open {
-			continue // refused as unknown: the writer opens another ledger
-		}
-		l.mu.Lock()
-		l.mu.m.LedgerOpened(ref)
-		l.handleLocked()
-		l.mu.Unlock()
-	}
-}
-
 // shutdown ends every stream and subscription and waits for the helpers.
 func (l *leader) shutdown() {
 	l.cancel()
@@ -363,39 +193,4 @@ func (l *leader) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	l.commit.Close(ctx)
-}
-
-// grantToProto fills out (and r, for a grant) from g.
-func grantToProto(out *pb.GrantReply, r *pb.Range, g GrantReply, lease time.Duration) *pb.GrantReply {
-	out.RequestId, out.LedgerId, out.Status = g.RequestID, g.Ledger, statusToProto(g.Status)
-	if g.Status == StatusGranted {
-		r.First, r.End = g.Range.First, g.Range.End
-		out.Range, out.LeaseMs = r, lease.Milliseconds()
-	}
-	return out
-}
-
-func statusToProto(s GrantStatus) pb.GrantStatus {
-	switch s {
-	case StatusGranted:
-		return pb.GrantStatus_GRANTED
-	case StatusNotLeader:
-		return pb.GrantStatus_NOT_LEADER
-	case StatusSessionDead:
-		return pb.GrantStatus_SESSION_DEAD
-	case StatusUnknownLedger:
-		return pb.GrantStatus_UNKNOWN_LEDGER
-	case StatusLedgerNotOpen:
-		return pb.GrantStatus_LEDGER_NOT_OPEN
-	case StatusWrongWriter:
-		return pb.GrantStatus_WRONG_WRITER
-	}
-	return pb.GrantStatus_BAD_REQUEST
-}
-
-func rangeFromProto(r *pb.Range) Range {
-	if r == nil {
-		return Range{}
-	}
-	return Range{First: r.First, End: r.End}
 }

@@ -1,0 +1,94 @@
+package sequencer
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/internal/keys"
+)
+
+// The leader's background work: etcd and ledger calls that must not run
+// under the leader lock. Each feeds its result back to the machine.
+
+// watchIngests feeds IncarnationGone when an ingest liveness key is
+// deleted (its node's etcd lease expired or was revoked): §5's third
+// condition of a live session.
+func (l *leader) watchIngests() {
+	defer l.wg.Done()
+	wch := l.node.cfg.Etcd.Watch(clientv3.WithRequireLeader(l.ctx), keys.IngestPrefix, clientv3.WithPrefix())
+	for resp := range wch {
+		for _, ev := range resp.Events {
+			if ev.Type != clientv3.EventTypeDelete {
+				continue
+			}
+			inc := strings.TrimPrefix(string(ev.Kv.Key), keys.IngestPrefix)
+			l.mu.Lock()
+			l.mu.m.IncarnationGone(l.now(), inc)
+			l.handleLocked()
+			l.mu.Unlock()
+		}
+	}
+}
+
+// goRecover recovers a ledger through the ledger client, retrying until it
+// succeeds or the leader steps down, then feeds LedgerClosed.
+func (l *leader) goRecover(id uint64) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for l.ctx.Err() == nil {
+			spans, err := l.ctl.Recover(l.ctx, id)
+			if err == nil {
+				l.ledgerClosed(id, spans)
+				return
+			}
+			l.node.logf("sequencer epoch %d: recover ledger %d: %v", l.epoch, id, err)
+			select {
+			case <-l.ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// goClosedByWriter reads the spans of a ledger its writer says it closed.
+func (l *leader) goClosedByWriter(id uint64) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		spans, err := l.ctl.ClosedSpans(l.ctx, id)
+		if err != nil {
+			return // the close timeout's recovery settles it
+		}
+		l.ledgerClosed(id, spans)
+	}()
+}
+
+func (l *leader) ledgerClosed(id uint64, spans []EntrySpan) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.m.LedgerClosed(l.now(), id, spans)
+	l.handleLocked()
+}
+
+func (l *leader) goReserve(r Reservation) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		err := l.store.extend(l.ctx, r.Expect, r.New)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		switch {
+		case err == nil:
+			l.mu.m.ReservationExtended(r.New)
+		case errors.Is(err, ErrDeposed):
+			l.deposeLocked()
+		default:
+			l.mu.m.ReservationFailed()
+		}
+		l.handleLocked()
+	}()
+}
