@@ -43,9 +43,9 @@ type LedgerControl interface {
 	// Lookup returns a ledger's writer and epoch, and whether it is open.
 	Lookup(ctx context.Context, id uint64) (ref LedgerRef, open bool, err error)
 	// Older lists every ledger of epoch < epoch that is not closed, and the
-	// ids of closed ones whose offset range reaches c0 (commit ledgers
-	// excluded: they carry no offsets).
-	Older(ctx context.Context, epoch, c0 uint64) (unclosed []UnclosedLedger, closed []uint64, err error)
+	// ids of closed ones whose offset range reaches c0. The commit ledgers
+	// named in commitLedgers (recovered and replayed in step 2) are left out.
+	Older(ctx context.Context, epoch, c0 uint64, commitLedgers []uint64) (unclosed []UnclosedLedger, closed []uint64, err error)
 }
 
 // ErrLedgerNotClosed is returned by LedgerControl.ClosedSpans for a ledger
@@ -65,7 +65,9 @@ type LedgerClient struct {
 	Etcd        *clientv3.Client
 	Stores      ledger.Dialer
 	Replication CommitReplication
-	// Writer names the commit ledger's writer in its metadata.
+	// Writer names the commit ledger's writer in its metadata; default
+	// "sequencer". Commit ledgers are told apart by the list at
+	// keys.SeqCommitLedgers, not by this name.
 	Writer string
 }
 
@@ -84,8 +86,12 @@ func (c commitWriter) Close(ctx context.Context) error {
 
 // CreateCommitLog implements LedgerControl.
 func (lc *LedgerClient) CreateCommitLog(ctx context.Context, epoch uint64, electionKey string, onConfirm func(int64)) (CommitLog, error) {
+	writer := lc.Writer
+	if writer == "" {
+		writer = "sequencer"
+	}
 	w, err := ledger.Create(ctx, lc.Etcd, ledger.CreateOptions{
-		Epoch: int64(epoch), WriterIncarnation: lc.Writer, WriterKey: electionKey,
+		Epoch: int64(epoch), WriterIncarnation: writer, WriterKey: electionKey,
 		Ensemble: lc.Replication.Ensemble, AckQuorum: lc.Replication.AckQuorum, Tolerate: lc.Replication.Tolerate,
 		Stores: lc.Stores, Writer: ledger.WriterOptions{OnConfirm: onConfirm},
 	})
@@ -157,16 +163,22 @@ func (lc *LedgerClient) Lookup(ctx context.Context, id uint64) (LedgerRef, bool,
 }
 
 // Older implements LedgerControl.
-func (lc *LedgerClient) Older(ctx context.Context, epoch, c0 uint64) ([]UnclosedLedger, []uint64, error) {
+func (lc *LedgerClient) Older(ctx context.Context, epoch, c0 uint64, commitLedgers []uint64) ([]UnclosedLedger, []uint64, error) {
 	ms, err := ledger.List(ctx, lc.Etcd, ledger.Filter{EpochBelow: int64(epoch)})
 	if err != nil {
 		return nil, nil, err
 	}
+	skip := make(map[uint64]bool, len(commitLedgers))
+	for _, id := range commitLedgers {
+		skip[id] = true
+	}
 	var unclosed []UnclosedLedger
 	var closed []uint64
 	for _, m := range ms {
-		if m.WriterIncarnation == lc.Writer {
-			continue // commit ledgers are recovered and replayed in step 2
+		// A commit ledger of a leader that died before recording it is not
+		// skipped: it is closed like any other (it has no offsets).
+		if skip[m.ID] {
+			continue
 		}
 		switch m.State {
 		case ledger.StateClosed:

@@ -152,7 +152,7 @@ func (n *Node) lead(ctx context.Context, sess *concurrency.Session, epoch uint64
 		return err
 	}
 	// Step 3: R, and the older ledgers.
-	t, err := n.takeover(lctx, store, epoch, replayed.C)
+	t, err := n.takeover(lctx, store, epoch, replayed.C, list)
 	if err != nil {
 		return err
 	}
@@ -192,14 +192,18 @@ func (n *Node) lead(ctx context.Context, sess *concurrency.Session, epoch uint64
 	return nil
 }
 
-func (n *Node) takeover(ctx context.Context, store *epochStore, epoch, c0 uint64) (Takeover, error) {
+func (n *Node) takeover(ctx context.Context, store *epochStore, epoch, c0 uint64, list commitLedgerList) (Takeover, error) {
 	r, err := store.readReserved(ctx)
 	if err != nil {
 		return Takeover{}, err
 	}
 	t := Takeover{C0: c0, Reserved: max(r, c0)}
 	var closedIDs []uint64
-	t.Unclosed, closedIDs, err = n.cfg.Ledgers.Older(ctx, epoch, c0)
+	var commitIDs []uint64
+	for _, cl := range list.Ledgers {
+		commitIDs = append(commitIDs, cl.Ledger)
+	}
+	t.Unclosed, closedIDs, err = n.cfg.Ledgers.Older(ctx, epoch, c0, commitIDs)
 	if err != nil {
 		return Takeover{}, err
 	}
