@@ -49,14 +49,17 @@ type schedule struct {
 	entries                int
 	recoverAt              int
 	recoverers             int
+	// abandoned is how long a recoverer that dies midway (it stops at a
+	// deadline, leaving the ledger recovering) runs; 0: none dies.
+	abandoned time.Duration
 	writerClosesDuringRace bool
 	dropRate, reorderRate  float64
 	events                 []event
 }
 
 func (s schedule) String() string {
-	out := fmt.Sprintf("seed=%d W=%d A=%d f=%d entries=%d recoverAt=%d recoverers=%d writerClose=%v drop=%.2f reorder=%.1f events:",
-		s.seed, s.w, s.a, s.f, s.entries, s.recoverAt, s.recoverers, s.writerClosesDuringRace, s.dropRate, s.reorderRate)
+	out := fmt.Sprintf("seed=%d W=%d A=%d f=%d entries=%d recoverAt=%d recoverers=%d abandoned=%s writerClose=%v drop=%.2f reorder=%.1f events:",
+		s.seed, s.w, s.a, s.f, s.entries, s.recoverAt, s.recoverers, s.abandoned, s.writerClosesDuringRace, s.dropRate, s.reorderRate)
 	for _, e := range s.events {
 		out += fmt.Sprintf(" %d:%s(%d)", e.at, e.kind, e.slot)
 	}
@@ -73,6 +76,9 @@ func makeSchedule(seed uint64, short bool) schedule {
 	}
 	s.recoverAt = s.entries/3 + rng.IntN(s.entries/2)
 	s.recoverers = 1 + rng.IntN(2)
+	if rng.IntN(3) == 0 {
+		s.abandoned = time.Duration(1+rng.IntN(30)) * time.Millisecond
+	}
 	s.writerClosesDuringRace = rng.IntN(3) == 0
 	s.dropRate = []float64{0, 0.01, 0.02, 0.05}[rng.IntN(4)]
 	s.reorderRate = []float64{0, 0.2, 0.5}[rng.IntN(3)]
@@ -163,6 +169,14 @@ func runSchedule(t *testing.T, s schedule) {
 	results := make(chan outcome, s.recoverers+1)
 	var racers sync.WaitGroup
 	startRace := func() {
+		if s.abandoned > 0 {
+			// This recoverer dies midway; the others must finish its work.
+			go func() {
+				dying, stop := context.WithTimeout(ctx, s.abandoned)
+				defer stop()
+				_, _ = Recover(dying, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery-dying"), CallTimeout: 500 * time.Millisecond})
+			}()
+		}
 		for i := range s.recoverers {
 			racers.Add(1)
 			go func() {
