@@ -44,14 +44,14 @@ type event struct {
 }
 
 type schedule struct {
-	seed                   uint64
-	w, a, f                int
-	entries                int
-	recoverAt              int
-	recoverers             int
+	seed       uint64
+	w, a, f    int
+	entries    int
+	recoverAt  int
+	recoverers int
 	// abandoned is how long a recoverer that dies midway (it stops at a
 	// deadline, leaving the ledger recovering) runs; 0: none dies.
-	abandoned time.Duration
+	abandoned              time.Duration
 	writerClosesDuringRace bool
 	dropRate, reorderRate  float64
 	events                 []event
