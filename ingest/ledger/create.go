@@ -71,7 +71,10 @@ type WriterOptions struct {
 	// failed the writer fails with ErrQuorumLost. Default 2 s.
 	UnreachableAfter time.Duration
 	// OnConfirm, if set, is called with every LAC advance, in order and never
-	// concurrently, from the writer's own goroutine. It must not block long.
+	// concurrently, from the writer's own goroutine — except that Close
+	// reports the last advance before the freeze from the goroutine calling
+	// Close, before it returns. It must not block long (nor wait for the
+	// goroutine that calls Close).
 	OnConfirm func(lac int64)
 }
 
