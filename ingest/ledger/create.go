@@ -70,13 +70,12 @@ type WriterOptions struct {
 	// it counts as unreachable; when more than W−A stores are unreachable or
 	// failed the writer fails with ErrQuorumLost. Default 2 s.
 	UnreachableAfter time.Duration
-	// OnConfirm, if set, is called with the new LAC after it advanced (several
-	// advances may be reported as one: every entry ≤ lac is confirmed),
-	// with increasing values and never
-	// concurrently, from the writer's own goroutine — except that Close
-	// reports the last advance before the freeze from the goroutine calling
-	// Close, before it returns. It must not block long (nor wait for the
-	// goroutine that calls Close).
+	// OnConfirm, if set, is called with the new LAC after it advanced
+	// (several advances may be reported as one: every entry ≤ lac is
+	// confirmed), with increasing values, never concurrently, from the
+	// writer's own goroutine — except that Close reports the last advance
+	// before the freeze from the goroutine calling Close, before it returns.
+	// It must not block long (nor wait for the goroutine that calls Close).
 	OnConfirm func(lac int64)
 }
 
