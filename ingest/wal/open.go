@@ -82,13 +82,23 @@ func (s *Store) recover() (next uint32, err error) {
 			s.fs.Remove(s.path(name))
 		}
 	}
-	checkpoints := s.readCheckpoints(segs, indexes)
+	checkpoints, loaded := s.readCheckpoints(segs, indexes)
+	consumed := 0
+	defer func() { // after an error, let the readers finish
+		for ; consumed < len(segs); consumed++ {
+			<-checkpoints[consumed]
+			loaded()
+		}
+	}()
 	for i, seq := range segs {
 		next = seq + 1
 		tail := i == len(segs)-1
-		if x := <-checkpoints[i]; x != nil {
-			for i := range x.count() {
-				s.mu.idx.apply(x.meta(i), seq, x.incarnation)
+		x := <-checkpoints[i]
+		loaded()
+		consumed++
+		if x != nil {
+			for _, m := range x.metas {
+				s.mu.idx.apply(m, seq, x.incarnation)
 			}
 			s.mu.segments = append(s.mu.segments, seq)
 			continue
@@ -105,18 +115,22 @@ func (s *Store) recover() (next uint32, err error) {
 }
 
 // readCheckpoints reads, verifies and decodes the index checkpoints of
-// segs in the background, a few at a time; the i-th channel yields segs[i]'s
-// checkpoint, or nil if the segment must be scanned. The index is still
-// applied in journal order by the caller.
-func (s *Store) readCheckpoints(segs []uint32, indexes map[uint32]bool) []chan *segmentIndex {
-	out := make([]chan *segmentIndex, len(segs))
+// segs in the background; the i-th channel yields segs[i]'s checkpoint, or
+// nil if the segment must be scanned. The caller applies them in journal
+// order and calls done after each, which bounds how far decoding runs ahead
+// (and so the memory it holds).
+func (s *Store) readCheckpoints(segs []uint32, indexes map[uint32]bool) (out []chan *segmentIndex, done func()) {
+	const lookahead = 4
+	out = make([]chan *segmentIndex, len(segs))
 	for i := range out {
 		out[i] = make(chan *segmentIndex, 1)
 	}
+	tokens := make(chan struct{}, lookahead)
 	work := make(chan int)
 	go func() {
 		defer close(work)
 		for i := range segs {
+			tokens <- struct{}{}
 			work <- i
 		}
 	}()
@@ -131,7 +145,7 @@ func (s *Store) readCheckpoints(segs []uint32, indexes map[uint32]bool) []chan *
 			}
 		}()
 	}
-	return out
+	return out, func() { <-tokens }
 }
 
 // readCheckpoint returns segment seq's index checkpoint if it is valid and
