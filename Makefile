@@ -57,7 +57,7 @@ bench-sequencer:
 ## soak: long crash/chaos runs (a short version of each runs in `make test`)
 SOAK_CYCLES ?= 50
 soak:
-	ORDERLOG_SOAK=$(SOAK_CYCLES) $(GO) test -count=1 -timeout 60m -run 'Soak|Crash|Random' -v ./... 2>&1 | grep -v '^{'
+	ORDERLOG_SOAK=$(SOAK_CYCLES) $(GO) test -count=1 -timeout 60m -run 'Soak|Crash|Random' -v ./...
 
 ## proto: regenerate the committed gRPC/protobuf code
 proto: proto-tools
