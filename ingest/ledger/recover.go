@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 
 	"orderlog/proto/walpb"
 )
@@ -115,7 +114,21 @@ func (r *recovery) run(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	r.spans = make(map[int64]Span)
-	for entry := startAfter + 1; ; entry++ {
+	for entry := startAfter + 1; ; {
+		// Fast path: decide and roll forward a window of entries at once.
+		next, ended, err := r.settleWindow(ctx, entry)
+		if err != nil {
+			return 0, err
+		}
+		if ended {
+			return next - 1, nil
+		}
+		if next > entry {
+			entry = next
+			continue
+		}
+		// The window's first entry could not be settled from one round of
+		// answers: ask again, entry by entry, until it is.
 		done, err := r.settle(ctx, entry)
 		if err != nil {
 			return 0, err
@@ -123,6 +136,7 @@ func (r *recovery) run(ctx context.Context) (int64, error) {
 		if done {
 			return entry - 1, nil
 		}
+		entry++
 	}
 }
 
@@ -174,7 +188,8 @@ func (r *recovery) settle(ctx context.Context, entry int64) (bool, error) {
 			return false, &RecoveryIncompleteError{LedgerID: r.meta.ID, Entry: entry, Reason: "stores hold different bytes", Err: ErrUnreadable}
 		case verdictRollForward:
 			r.spans[entry] = spanOf(reads[holder].span)
-			if r.rollForward(ctx, entry, reads, holder) {
+			copies := []*walpb.AddEntry{r.copyOf(entry, reads[holder])}
+			if r.rollForward(ctx, entry, [][]entryRead{reads}, copies) == 1 {
 				return false, nil
 			}
 		}
@@ -204,106 +219,6 @@ func (r *recovery) readAll(ctx context.Context, entry int64) []entryRead {
 	}
 	wg.Wait()
 	return reads
-}
-
-// rollForward copies the holder's entry to every store not holding it and
-// reports whether A stores now hold it. A store lacking earlier entries
-// (it lagged, or held them only before they were rolled forward elsewhere)
-// refuses with a gap: it is backfilled from the other stores first, as
-// stores hold dense prefixes.
-func (r *recovery) rollForward(ctx context.Context, entry int64, reads []entryRead, holder int) bool {
-	holders := make([]bool, len(r.clients))
-	copyOf := &walpb.AddEntry{
-		LedgerId: r.meta.ID, EntryId: entry, Span: reads[holder].span, Lac: entry - 1,
-		Payload: reads[holder].payload, Recovery: true, RequestId: uint64(entry),
-	}
-	var wg sync.WaitGroup
-	for i := range r.clients {
-		if reads[i].answer == answerPresent {
-			holders[i] = true
-			continue
-		}
-		if reads[i].answer == answerUnknown {
-			continue // a newer incarnation or a damaged copy: it cannot hold it for this ledger
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code := r.addAll(ctx, i, []*walpb.AddEntry{copyOf})
-			if code == walpb.AddCode_ADD_GAP {
-				code = r.backfill(ctx, i, entry, copyOf)
-			}
-			holders[i] = code == walpb.AddCode_ADD_OK
-		}()
-	}
-	wg.Wait()
-	return rolledForward(holders, r.meta.A)
-}
-
-// backfill copies to store i the entries between its last one and entry,
-// then entry itself.
-func (r *recovery) backfill(ctx context.Context, i int, entry int64, copyOf *walpb.AddEntry) walpb.AddCode {
-	cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
-	resp, err := r.clients[i].LastEntry(cctx, &walpb.LastEntryRequest{LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation})
-	cancel()
-	if err != nil || resp.Status != walpb.EntryStatus_PRESENT || resp.LastEntry >= entry {
-		return walpb.AddCode_ADD_CODE_UNSPECIFIED
-	}
-	rd := r.reader(entry - 1)
-	var batch []*walpb.AddEntry
-	for id := resp.LastEntry + 1; id < entry; id++ {
-		e, err := rd.Read(ctx, id)
-		if err != nil {
-			return walpb.AddCode_ADD_CODE_UNSPECIFIED
-		}
-		batch = append(batch, &walpb.AddEntry{
-			LedgerId: r.meta.ID, EntryId: id, Span: e.Span.proto(), Lac: id - 1,
-			Payload: e.Payload, Recovery: true, RequestId: uint64(id),
-		})
-	}
-	return r.addAll(ctx, i, append(batch, copyOf))
-}
-
-// addAll appends entries (recovery adds, in order) to store i on one stream
-// and returns ADD_OK if all were acked, or the first other code.
-func (r *recovery) addAll(ctx context.Context, i int, entries []*walpb.AddEntry) walpb.AddCode {
-	timeout := r.opts.CallTimeout * time.Duration(1+len(entries)/256)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	stream, err := r.clients[i].AddEntries(ctx)
-	if err != nil {
-		return walpb.AddCode_ADD_CODE_UNSPECIFIED
-	}
-	pending := make(map[int64]bool, len(entries))
-	for start := 0; start < len(entries); start += 256 {
-		frame := make([]*walpb.AddEntry, 0, 256)
-		for _, e := range entries[start:min(start+256, len(entries))] {
-			e := proto.Clone(e).(*walpb.AddEntry)
-			e.StoreIncarnation = r.meta.Ensemble[i].Incarnation
-			frame = append(frame, e)
-			pending[e.EntryId] = true
-		}
-		if err := stream.Send(&walpb.AddEntriesRequest{Entries: frame}); err != nil {
-			return walpb.AddCode_ADD_CODE_UNSPECIFIED
-		}
-	}
-	_ = stream.CloseSend()
-	for len(pending) > 0 {
-		resp, err := stream.Recv()
-		if err != nil {
-			return walpb.AddCode_ADD_CODE_UNSPECIFIED
-		}
-		for _, res := range resp.Results {
-			if res.LedgerId != r.meta.ID || !pending[res.EntryId] {
-				continue
-			}
-			if res.Code != walpb.AddCode_ADD_OK {
-				return res.Code
-			}
-			delete(pending, res.EntryId)
-		}
-	}
-	return walpb.AddCode_ADD_OK
 }
 
 // reader reads entries up to bound (all decided) from the ensemble.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"orderlog/proto/walpb"
 )
 
 // TestRecoveryUnknownIsNotAbsent: entries 20..29 are confirmed on slots 1
@@ -148,4 +150,50 @@ func TestFencedWriterGetsNoNewConfirmation(t *testing.T) {
 		}
 	}
 	checkClosedLedger(t, ctx, c, closed)
+}
+
+// TestRecoveryRollsForwardManyEntries: the writer reached only one store
+// for 2,000 entries; recovery rolls every one forward to a second store
+// (in windows, one stream per store) and the closed ledger holds them all.
+func TestRecoveryRollsForwardManyEntries(t *testing.T) {
+	c := newTestCluster(t, 3, 17)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w := c.create(t, 2, 1, WriterOptions{UnreachableAfter: time.Hour, MaxInFlight: 4096})
+	appendRange(t, w, 0, 100)
+	if err := w.WaitConfirmed(ctx, 99); err != nil {
+		t.Fatal(err)
+	}
+	c.net.partition("writer", c.slots[1].name, true)
+	c.net.partition("writer", c.slots[2].name, true)
+	const n = 2100
+	appendRange(t, w, 100, n)
+	cl, _ := c.slots[0].client()
+	for { // wait until slot 0 holds every entry
+		resp, err := cl.LastEntry(ctx, &walpb.LastEntryRequest{LedgerId: w.ID(), StoreIncarnation: w.Metadata().Ensemble[0].Incarnation})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.LastEntry == n-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("slot 0 holds up to %d", resp.LastEntry)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if lac := w.LAC(); lac != 99 {
+		t.Fatalf("writer confirmed %d with one store", lac)
+	}
+	m, err := Recover(ctx, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.LastEntry != n-1 {
+		t.Fatalf("recovered last %d, want %d (held by one store, rolled forward)", m.LastEntry, n-1)
+	}
+	// Slot 0 alone must not be needed any more: A = 2 stores hold each entry.
+	c.net.partition("checker", c.slots[0].name, true)
+	checkClosedLedger(t, ctx, c, m)
 }

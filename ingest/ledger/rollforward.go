@@ -1,0 +1,206 @@
+package ledger
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"orderlog/proto/walpb"
+)
+
+// The batched part of recovery: one round of streamed reads decides a
+// window of entries with decideEntry, entry by entry in order, exactly as
+// single reads would, and the entries to roll forward are copied on one
+// stream per store (one group commit instead of one fsync per entry).
+
+// recoveryWindow is how many entries one round reads and rolls forward.
+const recoveryWindow = 256
+
+// settleWindow decides entries from..from+recoveryWindow-1 from one round of
+// answers. It returns the first entry not settled, and ended=true when the
+// entry before it is the ledger's last (W−A+1 ABSENT answers for next).
+func (r *recovery) settleWindow(ctx context.Context, from int64) (next int64, ended bool, err error) {
+	reads := r.readWindow(ctx, from, recoveryWindow)
+	var copies []*walpb.AddEntry
+	k := 0
+	for ; k < len(reads); k++ {
+		verdict, holder := decideEntry(reads[k], r.meta.W, r.meta.A)
+		if verdict == verdictEnd {
+			ended = true
+			break
+		}
+		if verdict != verdictRollForward {
+			break // wait or conflict: the entry-by-entry path decides it
+		}
+		r.spans[from+int64(k)] = spanOf(reads[k][holder].span)
+		copies = append(copies, r.copyOf(from+int64(k), reads[k][holder]))
+	}
+	if k == 0 {
+		return from, ended, ctx.Err()
+	}
+	if settled := r.rollForward(ctx, from, reads[:k], copies); settled < k {
+		return from + int64(settled), false, ctx.Err()
+	}
+	return from + int64(k), ended, nil
+}
+
+// readWindow streams entries from..from+n-1 from every store. reads[k][i]
+// is store i's answer for entry from+k; a store's stream ends at its first
+// answer that is not PRESENT, so later entries get no answer from it.
+func (r *recovery) readWindow(ctx context.Context, from int64, n int) [][]entryRead {
+	reads := make([][]entryRead, n)
+	for k := range reads {
+		reads[k] = make([]entryRead, len(r.clients))
+	}
+	var wg sync.WaitGroup
+	for i, c := range r.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+			defer cancel()
+			stream, err := c.ReadEntries(ctx, &walpb.ReadEntriesRequest{LedgerId: r.meta.ID,
+				StoreIncarnation: r.meta.Ensemble[i].Incarnation, FirstEntry: from, LastEntry: from + int64(n) - 1})
+			if err != nil {
+				return
+			}
+			for k := 0; k < n; k++ {
+				resp, err := stream.Recv()
+				if err != nil || resp.EntryId != from+int64(k) {
+					return
+				}
+				reads[k][i] = entryRead{answer: answerOf(resp.Status), span: resp.Span, payload: resp.Payload}
+				if resp.Status != walpb.EntryStatus_PRESENT {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return reads
+}
+
+func (r *recovery) copyOf(entry int64, held entryRead) *walpb.AddEntry {
+	return &walpb.AddEntry{LedgerId: r.meta.ID, EntryId: entry, Span: held.span, Lac: entry - 1,
+		Payload: held.payload, Recovery: true, RequestId: uint64(entry)}
+}
+
+// rollForward copies entries from.. (copies[k] is entry from+k, reads[k]
+// the answers it was decided on) to every store not holding them and
+// returns how many leading entries A stores now hold. Stores hold dense
+// prefixes, so a store holds entries up to its first non-PRESENT answer and
+// takes the rest as one suffix; a store lacking even earlier entries
+// refuses with a gap and is backfilled first.
+func (r *recovery) rollForward(ctx context.Context, from int64, reads [][]entryRead, copies []*walpb.AddEntry) int {
+	holds := make([]int, len(r.clients)) // store i holds entries from..from+holds[i]-1
+	var wg sync.WaitGroup
+	for i := range r.clients {
+		k0 := 0
+		for k0 < len(reads) && reads[k0][i].answer == answerPresent {
+			k0++
+		}
+		holds[i] = k0
+		if k0 == len(reads) || reads[k0][i].answer == answerUnknown {
+			continue // holds all, or cannot hold for this ledger (newer incarnation, damage)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			holds[i] = k0 + r.copyTo(ctx, i, from+int64(k0), copies[k0:])
+		}()
+	}
+	wg.Wait()
+	for k := range reads {
+		holders := make([]bool, len(r.clients))
+		for i := range holders {
+			holders[i] = holds[i] > k
+		}
+		if !rolledForward(holders, r.meta.A) {
+			return k
+		}
+	}
+	return len(reads)
+}
+
+// copyTo appends entries (first, first+1, ...) to store i and returns how
+// many leading ones it acked. On a gap it copies the store's missing
+// entries before first from the others, then retries.
+func (r *recovery) copyTo(ctx context.Context, i int, first int64, entries []*walpb.AddEntry) int {
+	acked, code := r.addAll(ctx, i, entries)
+	if acked > 0 || code != walpb.AddCode_ADD_GAP {
+		return acked
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+	resp, err := r.clients[i].LastEntry(cctx, &walpb.LastEntryRequest{LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation})
+	cancel()
+	if err != nil || resp.Status != walpb.EntryStatus_PRESENT || resp.LastEntry >= first {
+		return 0
+	}
+	rd := r.reader(first - 1)
+	var missing []*walpb.AddEntry
+	for id := resp.LastEntry + 1; id < first; id++ {
+		e, err := rd.Read(ctx, id)
+		if err != nil {
+			return 0
+		}
+		missing = append(missing, r.copyOf(id, entryRead{span: e.Span.proto(), payload: e.Payload}))
+	}
+	acked, _ = r.addAll(ctx, i, append(missing, entries...))
+	return max(0, acked-len(missing))
+}
+
+// addAll appends entries (recovery adds, in order) to store i on one stream
+// and returns how many leading entries were acked, and the first code that
+// was not ADD_OK (ADD_CODE_UNSPECIFIED for a transport failure).
+func (r *recovery) addAll(ctx context.Context, i int, entries []*walpb.AddEntry) (int, walpb.AddCode) {
+	timeout := r.opts.CallTimeout * time.Duration(1+len(entries)/recoveryWindow)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	stream, err := r.clients[i].AddEntries(ctx)
+	if err != nil {
+		return 0, walpb.AddCode_ADD_CODE_UNSPECIFIED
+	}
+	index := make(map[int64]int, len(entries))
+	for start := 0; start < len(entries); start += recoveryWindow {
+		frame := make([]*walpb.AddEntry, 0, recoveryWindow)
+		for k, e := range entries[start:min(start+recoveryWindow, len(entries))] {
+			e := proto.Clone(e).(*walpb.AddEntry)
+			e.StoreIncarnation = r.meta.Ensemble[i].Incarnation
+			frame = append(frame, e)
+			index[e.EntryId] = start + k
+		}
+		if err := stream.Send(&walpb.AddEntriesRequest{Entries: frame}); err != nil {
+			return 0, walpb.AddCode_ADD_CODE_UNSPECIFIED
+		}
+	}
+	_ = stream.CloseSend()
+	ok := make([]bool, len(entries))
+	answered := 0
+	code := walpb.AddCode_ADD_OK
+	for answered < len(entries) && code == walpb.AddCode_ADD_OK {
+		resp, err := stream.Recv()
+		if err != nil {
+			code = walpb.AddCode_ADD_CODE_UNSPECIFIED
+			break
+		}
+		for _, res := range resp.Results {
+			k, mine := index[res.EntryId]
+			if res.LedgerId != r.meta.ID || !mine {
+				continue
+			}
+			answered++
+			if res.Code == walpb.AddCode_ADD_OK {
+				ok[k] = true
+			} else if code == walpb.AddCode_ADD_OK {
+				code = res.Code
+			}
+		}
+	}
+	acked := 0
+	for acked < len(ok) && ok[acked] {
+		acked++
+	}
+	return acked, code
+}
