@@ -60,7 +60,8 @@ func (s *Store) AppendAsync(e Entry, recovery bool) *Ticket {
 		return &Ticket{err: fmt.Errorf("%w: payload of %d bytes", ErrInvalidEntry, len(e.Payload))}
 	}
 	r := Record{Type: RecordEntry, Ledger: e.Ledger, Entry: e.ID, Span: e.Span, LAC: e.LAC, Payload: e.Payload}
-	encoded := appendRecord(make([]byte, 0, encodedSize(&r)), &r)
+	encoded := appendRecord(getBuffer(encodedSize(&r)), &r)
+	defer putBuffer(encoded)
 	for {
 		s.mu.Lock()
 		for s.mu.pendingBytes > s.cfg.MaxPendingBytes && s.usableLocked() == nil {

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"orderlog/ingest/wal/walfs"
@@ -48,7 +49,7 @@ func (s *Store) enqueueEncodedLocked(r *Record, encoded []byte) (position, *batc
 		s.wake()
 	}
 	if len(b.chunks) == 0 || b.chunks[len(b.chunks)-1].seg != s.mu.tail.seg {
-		b.chunks = append(b.chunks, chunk{seg: s.mu.tail.seg, data: make([]byte, 0, 64<<10)})
+		b.chunks = append(b.chunks, chunk{seg: s.mu.tail.seg, data: getBuffer(batchBufferSize)})
 	}
 	c := &b.chunks[len(b.chunks)-1]
 	pos := position{seg: s.mu.tail.seg, off: s.mu.tail.off, size: size}
@@ -184,7 +185,8 @@ func (s *Store) complete(b *batch, err error, takeNext bool) (next *batch) {
 
 // writeBatch writes b's chunks, rolling to new segments as they begin.
 func (s *Store) writeBatch(b *batch) error {
-	for _, c := range b.chunks {
+	for i := range b.chunks {
+		c := &b.chunks[i]
 		if c.seg != s.activeSeq {
 			if err := s.roll(c.seg); err != nil {
 				return err
@@ -198,6 +200,8 @@ func (s *Store) writeBatch(b *batch) error {
 		}
 		s.activeMetas = append(s.activeMetas, c.metas...)
 		s.stats.bytes.Add(int64(len(c.data)))
+		putBuffer(c.data) // written: payloads are not kept in memory
+		c.data = nil
 	}
 	s.stats.batches.Add(1)
 	return nil
@@ -274,4 +278,36 @@ func (s *Store) createSegment(seq uint32) (walfs.File, error) {
 		return nil, fmt.Errorf("sync dir: %w", err)
 	}
 	return file, nil
+}
+
+// Buffer pools: at tens of thousands of appends a second, allocating
+// record and batch buffers fresh makes the garbage collector compete with
+// the commit loop for the CPUs. Two pools, so that small record buffers and
+// large batch buffers do not displace each other.
+var recordBuffers, batchBuffers sync.Pool
+
+const batchBufferSize = 64 << 10
+
+func getBuffer(size int) []byte {
+	pool := &recordBuffers
+	if size >= batchBufferSize {
+		pool = &batchBuffers
+	}
+	if b, ok := pool.Get().(*[]byte); ok && cap(*b) >= size {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, size)
+}
+
+func putBuffer(b []byte) {
+	switch {
+	case cap(b) > 4<<20:
+		return // do not pin huge buffers
+	case cap(b) >= batchBufferSize:
+		b = b[:0]
+		batchBuffers.Put(&b)
+	default:
+		b = b[:0]
+		recordBuffers.Put(&b)
+	}
 }
