@@ -24,7 +24,7 @@ type pendingEntry struct {
 // are confirmed at A acks, and the LAC advances in entry order.
 //
 // Append, WaitConfirmed, LAC and Err are safe for concurrent use; Close
-// is called once.
+// is called once, and must be: it also stops the writer's goroutines.
 type Writer struct {
 	cli    *clientv3.Client
 	meta   Metadata
