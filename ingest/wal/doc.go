@@ -17,7 +17,11 @@
 //     sealed segments, everything else is verified record by record, a torn
 //     tail is truncated, damage elsewhere becomes a *CorruptionError and
 //     UNKNOWN answers;
-//   - the gRPC service (service.go) implementing proto/wal.proto.
+//   - the gRPC service (service.go) implementing proto/wal.proto, served
+//     with Serve or registered with NewService;
+//   - the directory: an flock on <dir>/LOCK (lock.go) keeps a second Store
+//     out, and walfs is the filesystem seam (OS, or the crashable CrashFS
+//     the tests use to drop unsynced data and inject errors).
 //
 // Invariants:
 //   - Entry ids of a ledger are dense from 0; the journal holds a ledger's
