@@ -35,10 +35,11 @@ var cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the timed
 
 func main() {
 	dirFlag := flag.String("dir", "", "directory for the data (default: a new temporary directory, removed afterwards)")
-	duration := flag.Duration("duration", 5*time.Second, "length of each measurement")
+	duration := flag.Duration("duration", 2*time.Second, "length of each throughput phase")
+	latencyDuration := flag.Duration("latency-duration", 5*time.Second, "length of each latency measurement")
 	appenders := flag.Int("appenders", 64, "concurrent appenders")
 	entrySize := flag.Int("entry", 1024, "entry payload size in bytes")
-	rounds := flag.Int("rounds", 3, "alternating store/raw throughput rounds")
+	rounds := flag.Int("rounds", 6, "alternating store/raw throughput rounds")
 	openGiB := flag.Float64("open-gib", 1, "GiB of 1 KiB entries to write for the open-time measurement (0 skips it)")
 	fillDir := flag.String("fill-dir", "", "internal: fill this store and exit without closing it")
 	flag.Parse()
@@ -56,15 +57,25 @@ func main() {
 	}
 	fmt.Printf("dir=%s duration=%s appenders=%d entry=%dB\n", dir, *duration, *appenders, *entrySize)
 
-	// The machine is shared: alternate store and raw rounds and report the
-	// median ratio, each raw round at the batch size its store round got.
+	// The machine is shared and its disk speed drifts: alternate short
+	// store and raw phases, swapping which goes first every round, and
+	// report the median ratio. Each raw phase writes the batch size the
+	// store achieved (in odd rounds, the previous round's).
 	var ratios, rates []float64
+	batch := 32 * (*entrySize + wal.RecordHeaderSize)
 	for round := range *rounds {
-		tput := storeThroughput(filepath.Join(dir, fmt.Sprintf("tput%d", round)), *appenders, *entrySize, *duration)
-		batch := int(tput.batchBytes)
-		raw := rawThroughput(filepath.Join(dir, fmt.Sprintf("raw-tput%d", round)), batch, *duration)
-		fmt.Printf("round %d store: %.0f entries/s, %.1f MB/s payload, %.1f MB/s journal, %.0f fdatasyncs/s, avg batch %d B (%.1f entries)\n",
-			round, tput.entriesPerSec, tput.payloadMBps, tput.journalMBps, tput.batchesPerSec, batch, tput.batchBytes/float64(*entrySize+wal.RecordHeaderSize))
+		var tput throughput
+		var raw rawResult
+		if round%2 == 0 {
+			tput = storeThroughput(filepath.Join(dir, fmt.Sprintf("tput%d", round)), *appenders, *entrySize, *duration)
+			batch = int(tput.batchBytes)
+			raw = rawThroughput(filepath.Join(dir, fmt.Sprintf("raw-tput%d", round)), batch, *duration)
+		} else {
+			raw = rawThroughput(filepath.Join(dir, fmt.Sprintf("raw-tput%d", round)), batch, *duration)
+			tput = storeThroughput(filepath.Join(dir, fmt.Sprintf("tput%d", round)), *appenders, *entrySize, *duration)
+		}
+		fmt.Printf("round %d store: %.0f entries/s, %.1f MB/s payload, %.1f MB/s journal, %.0f fdatasyncs/s, avg batch %.0f B (%.1f entries)\n",
+			round, tput.entriesPerSec, tput.payloadMBps, tput.journalMBps, tput.batchesPerSec, tput.batchBytes, tput.batchBytes/float64(*entrySize+wal.RecordHeaderSize))
 		fmt.Printf("round %d raw: write %d B + fdatasync: %.1f MB/s, %.0f fdatasyncs/s; ratio %.2f (journal bytes %.2f)\n",
 			round, batch, raw.mbps, raw.syncsPerSec, tput.payloadMBps/raw.mbps, tput.journalMBps/raw.mbps)
 		ratios = append(ratios, tput.payloadMBps/raw.mbps)
@@ -73,9 +84,11 @@ func main() {
 	fmt.Printf("wal_vs_raw_ratio=%.2f (median of %d rounds; store payload bytes/s over raw bytes/s at the store's batch size)\n",
 		median(ratios), len(ratios))
 
-	rawLat := rawLatency(filepath.Join(dir, "raw-lat"), 1024, *duration)
+	// Raw latency is sampled before and after the store's, against drift.
 	rate := median(rates) / 2
-	lat := storeLatency(filepath.Join(dir, "lat"), *appenders, *entrySize, rate, *duration)
+	rawSamples := rawLatency(filepath.Join(dir, "raw-lat0"), 1024, *latencyDuration/2)
+	lat := storeLatency(filepath.Join(dir, "lat"), *appenders, *entrySize, rate, *latencyDuration)
+	rawLat := percentiles(append(rawSamples, rawLatency(filepath.Join(dir, "raw-lat1"), 1024, *latencyDuration/2)...))
 	fmt.Printf("raw write 1 KiB + fdatasync latency: p50 %s p99 %s\n", rawLat.p50, rawLat.p99)
 	fmt.Printf("store append latency at %.0f entries/s (half of max), achieved %.0f/s: p50 %s p99 %s p99.9 %s\n",
 		rate, lat.achieved, lat.p50, lat.p99, lat.p999)
@@ -90,6 +103,9 @@ func main() {
 func median(v []float64) float64 {
 	v = slices.Clone(v)
 	slices.Sort(v)
+	if len(v)%2 == 0 {
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
 	return v[len(v)/2]
 }
 
@@ -189,7 +205,7 @@ func percentiles(samples []time.Duration) latencies {
 	return latencies{p50: at(0.50), p99: at(0.99), p999: at(0.999)}
 }
 
-func rawLatency(dir string, size int, d time.Duration) latencies {
+func rawLatency(dir string, size int, d time.Duration) []time.Duration {
 	f := createRaw(dir)
 	defer f.Close()
 	buf := make([]byte, size)
@@ -202,7 +218,7 @@ func rawLatency(dir string, size int, d time.Duration) latencies {
 		check(f.Sync())
 		samples = append(samples, time.Since(t))
 	}
-	return percentiles(samples)
+	return samples
 }
 
 // storeLatency offers rate entries/s spread over the appenders on a fixed
