@@ -97,9 +97,10 @@ func (x *index) apply(m recordMeta, seg uint32, incarnation uint64) {
 		l.fenced = true
 		l.lac = max(l.lac, m.LAC)
 	case RecordClose:
-		l.fenced, l.closed, l.closedLast = true, true, m.Entry
-		if l.last() > m.Entry {
-			l.entries = l.entries[:m.Entry+1]
+		last := max(m.Entry, -1) // CloseLedger refuses less; be safe on replay
+		l.fenced, l.closed, l.closedLast = true, true, last
+		if l.last() > last {
+			l.entries = l.entries[:last+1]
 		}
 	}
 }
