@@ -14,13 +14,13 @@ type position struct {
 
 func (p position) known() bool { return p.size != 0 }
 
-// journalPos is a point in the journal; records before it are durable.
+// journalPos is a point in the journal (segment, offset).
 type journalPos struct {
 	seg uint32
 	off uint32
 }
 
-// before reports whether the record at p ends at or before j.
+// durableAt reports whether the record at p ends at or before j.
 func (p position) durableAt(j journalPos) bool {
 	return p.seg < j.seg || (p.seg == j.seg && uint64(p.off)+uint64(p.size) <= uint64(j.off))
 }
@@ -156,8 +156,8 @@ const (
 	verdictExisting                      // compare with the record held
 )
 
-// checkAppend decides an append of entry to ledger id; l is nil for a
-// ledger the store does not know.
+// checkAppend decides an append of entry to ledger id: write a new record,
+// compare with the entry held, or refuse.
 func (x *index) checkAppend(id uint64, entry int64, recovery bool) (appendVerdict, error) {
 	if entry < 0 {
 		return 0, ErrInvalidEntry
