@@ -17,12 +17,12 @@ import (
 
 const childDirEnv = "ORDERLOG_WAL_CRASH_CHILD_DIR"
 
-// TestHelperCrashLoadChild is not a test: TestSIGKILLMidLoad runs the test
+// TestHelperCrashLoadChild is not a test: TestCrashSIGKILLMidLoad runs the test
 // binary again with this test selected, as the child process it kills.
 func TestHelperCrashLoadChild(t *testing.T) {
 	dir := os.Getenv(childDirEnv)
 	if dir == "" {
-		t.Skip("only runs as TestSIGKILLMidLoad's child process")
+		t.Skip("only runs as TestCrashSIGKILLMidLoad's child process")
 	}
 	firstLedger, _ := strconv.ParseUint(os.Getenv(childDirEnv+"_LEDGER"), 10, 64)
 	s, err := Open(Config{Dir: dir, SegmentSize: 256 << 10})
@@ -67,12 +67,12 @@ func TestHelperCrashLoadChild(t *testing.T) {
 	}
 }
 
-// TestSIGKILLMidLoad kills a real process with SIGKILL while 16 writers
+// TestCrashSIGKILLMidLoad kills a real process with SIGKILL while 16 writers
 // append and fences land, reopens the store and checks the recorded
 // history: every acknowledged entry is present with its bytes, every
 // returned fence still holds and covers its entries, and no ledger holds
 // entries beyond what was written.
-func TestSIGKILLMidLoad(t *testing.T) {
+func TestCrashSIGKILLMidLoad(t *testing.T) {
 	cycles := 3 * soakFactor(t)
 	if testing.Short() {
 		cycles = 2
