@@ -209,15 +209,25 @@ func stream(ctx context.Context, client pb.SequencerClient, inc string, ledgerID
 	var inFlight int
 	var toReport []*pb.Range
 	var granted int64
+	var ended bool
+	var sendMu sync.Mutex // Send is not safe for concurrent use
+	send := func(f *pb.IngestFrame) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return s.Send(f)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			f, err := s.Recv()
+			mu.Lock()
 			if err != nil {
+				ended = true
+				cond.Broadcast()
+				mu.Unlock()
 				return
 			}
-			mu.Lock()
 			for _, g := range f.Grants {
 				if g.Status == pb.GrantStatus_GRANTED {
 					granted++
@@ -229,12 +239,33 @@ func stream(ctx context.Context, client pb.SequencerClient, inc string, ledgerID
 			mu.Unlock()
 		}
 	}()
+	// Like an ingest node, keep the session alive while waiting for replies.
+	stopHeartbeat := make(chan struct{})
+	go func() {
+		t := time.NewTicker(sequencer.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopHeartbeat:
+				return
+			case <-t.C:
+				if send(&pb.IngestFrame{Heartbeat: true}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	defer close(stopHeartbeat)
 	var req uint64
 	var entry int64
 	for time.Now().Before(deadline) {
 		mu.Lock()
-		for inFlight+*batch > *window {
+		for inFlight+*batch > *window && !ended {
 			cond.Wait()
+		}
+		if ended {
+			mu.Unlock()
+			break
 		}
 		inFlight += *batch
 		reports := toReport
@@ -249,15 +280,18 @@ func stream(ctx context.Context, client pb.SequencerClient, inc string, ledgerID
 			f.Written[i] = &pb.Written{LedgerId: ledgerID, EntryId: entry, Range: r}
 			entry++
 		}
-		if err := s.Send(f); err != nil {
+		if err := send(f); err != nil {
 			break
 		}
 	}
 	mu.Lock()
-	n := granted
+	n, broke := granted, ended
 	mu.Unlock()
 	cancel()
 	<-done
+	if broke {
+		log.Printf("a grant stream ended early (counted what it got)")
+	}
 	return n
 }
 
