@@ -102,7 +102,7 @@ func TestQuorumLostReopensOnNewEnsemble(t *testing.T) {
 	all := c.ensemble()
 	first, err := Create(ctx, c.cli, CreateOptions{Epoch: c.epoch, WriterIncarnation: c.writer, Ensemble: all[:3],
 		AckQuorum: 2, Tolerate: 1, Stores: c.net.dialer("writer"),
-		Writer: WriterOptions{UnreachableAfter: 100 * time.Millisecond}})
+		Writer: WriterOptions{UnreachableAfter: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

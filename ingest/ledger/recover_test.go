@@ -32,8 +32,10 @@ func TestRecoveryUnknownIsNotAbsent(t *testing.T) {
 	c.slots[1].restart(t, true)
 	c.net.cutReads("recovery", c.slots[2].name, true)
 
-	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
-	_, err := Recover(short, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: 100 * time.Millisecond})
+	// Long enough for the fence and the reads even under the race detector
+	// on a loaded machine; the recovery must still be waiting at the end.
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	_, err := Recover(short, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: time.Second})
 	cancelShort()
 	var incomplete *RecoveryIncompleteError
 	if !errors.As(err, &incomplete) || incomplete.Entry != 20 {
@@ -74,9 +76,11 @@ func TestRecoveryWaitsWhenAHoldersImpossible(t *testing.T) {
 	appendRange(t, w, 10, 12) // held by slots 0 and 1, never confirmed
 	c.slots[2].restart(t, true)
 
-	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	// Long enough for the fence and the reads even under the race detector
+	// on a loaded machine; the recovery must still be waiting at the end.
+	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
 	defer cancelShort()
-	_, err := Recover(short, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: 100 * time.Millisecond})
+	_, err := Recover(short, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: time.Second})
 	var incomplete *RecoveryIncompleteError
 	if !errors.As(err, &incomplete) || incomplete.Entry < 10 {
 		t.Fatalf("Recover = %v, want incomplete at entry ≥ 10", err)
