@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -60,3 +61,38 @@ func (c *Client) CreateTopic(ctx context.Context, name string) error {
 // RawProducer is the generated Producer client, for callers (and tests)
 // that manage sequence numbers themselves.
 func (c *Client) RawProducer() orderlogpb.ProducerClient { return c.producer }
+
+// WaitReady waits until the server answers Status with a sequencer epoch:
+// a leader serves and the server's reader follows it.
+func (c *Client) WaitReady(ctx context.Context) error {
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := c.Status(callCtx)
+		cancel()
+		if err == nil && st.Epoch > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("orderlog not ready: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// WaitCommitted waits until the committed watermark C is at least offset.
+// An acknowledged message is durable at once and readable once C passes
+// it, normally a few milliseconds later.
+func (c *Client) WaitCommitted(ctx context.Context, offset uint64) error {
+	for {
+		st, err := c.Status(ctx)
+		if err == nil && st.Committed >= offset {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("C did not reach %d: %w (last: %v, %v)", offset, ctx.Err(), st, err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}

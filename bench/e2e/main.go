@@ -53,7 +53,9 @@ func main() {
 	c, err := client.Dial(grpcAddr)
 	check(err)
 	defer c.Close()
-	waitReady(c)
+	readyCtx, cancelReady := context.WithTimeout(context.Background(), 60*time.Second)
+	check(c.WaitReady(readyCtx))
+	cancelReady()
 
 	ctx := context.Background()
 	load := client.LoadConfig{Streams: *streams, Size: *size, Frame: 64, InFlight: 8, Duration: *duration}
@@ -101,20 +103,6 @@ func walReference(dir string, duration time.Duration) float64 {
 func report(label string, r client.LoadResult) {
 	fmt.Printf("%s: %.0f msg/s, %.1f MB/s, ack p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms\n", label,
 		r.MessagesPerSecond(), r.MBPerSecond(), ms(r.Percentile(0.5)), ms(r.Percentile(0.99)), ms(r.Percentile(0.999)))
-}
-
-func waitReady(c *client.Client) {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st, err := c.Status(ctx)
-		cancel()
-		if err == nil && st.Epoch > 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	check(fmt.Errorf("orderlog dev did not become ready"))
 }
 
 func freeAddr() string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -22,18 +23,14 @@ func runBench(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer cl.Close()
-	result, err := client.RunLoad(ctx, cl, cfg)
-	if err != nil {
-		return err
-	}
-	printLoad(result)
-	return nil
+	return cf.withClient(func(ctx context.Context, cl *client.Client) error {
+		result, err := client.RunLoad(ctx, cl, cfg)
+		if err != nil {
+			return err
+		}
+		printLoad(result)
+		return nil
+	})
 }
 
 // printLoad prints a load result, one key=value per line.

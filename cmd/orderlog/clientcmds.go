@@ -26,19 +26,22 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long (0 = no limit)")
 }
 
-func (c *clientFlags) dial() (*client.Client, context.Context, context.CancelFunc, error) {
+// withClient connects and runs fn with a context that ends on Ctrl-C or
+// after --timeout.
+func (c *clientFlags) withClient(fn func(ctx context.Context, cl *client.Client) error) error {
 	cl, err := client.Dial(c.addr)
 	if err != nil {
-		return nil, nil, nil, err
+		return err
 	}
+	defer cl.Close()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
 	if c.timeout > 0 {
 		var cancelTimeout context.CancelFunc
 		ctx, cancelTimeout = context.WithTimeout(ctx, c.timeout)
-		inner := cancel
-		cancel = func() { cancelTimeout(); inner() }
+		defer cancelTimeout()
 	}
-	return cl, ctx, cancel, nil
+	return fn(ctx, cl)
 }
 
 func newFlagSet(name, usage string) *flag.FlagSet {
@@ -61,85 +64,83 @@ func runProduce(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer cl.Close()
-	if *name == "" {
-		host, _ := os.Hostname()
-		*name = fmt.Sprintf("cli-%s-%d", host, os.Getpid())
-	}
-	producer, err := cl.NewProducer(ctx, *name, client.ProducerOptions{})
-	if err != nil {
-		return err
-	}
-	defer producer.Close()
-	inputs, err := openInputs(fs.Args())
-	if err != nil {
-		return err
-	}
-	progress := newProgress(os.Stderr)
-	var sent []*client.Pending
-	for _, in := range inputs {
-		scanner := bufio.NewScanner(in)
-		scanner.Buffer(make([]byte, 64<<10), 16<<20)
-		var batch []*orderlogpb.Message
-		flush := func() error {
-			if len(batch) == 0 {
-				return nil
-			}
-			pending, err := producer.Send(ctx, batch...)
-			if err != nil {
-				return err
-			}
-			sent = append(sent, pending)
-			progress.add(len(batch))
-			batch = nil
-			return nil
+	return cf.withClient(func(ctx context.Context, cl *client.Client) error {
+		if *name == "" {
+			host, _ := os.Hostname()
+			*name = fmt.Sprintf("cli-%s-%d", host, os.Getpid())
 		}
-		for scanner.Scan() {
-			line := append([]byte(nil), scanner.Bytes()...)
-			batch = append(batch, &orderlogpb.Message{Topic: *topic, Key: []byte(*key), Value: line})
-			if len(batch) >= *frame {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-		}
-		if err := scanner.Err(); err != nil {
-			return err
-		}
-		if err := flush(); err != nil {
-			return err
-		}
-	}
-	var first, last uint64
-	count := 0
-	for _, pending := range sent {
-		acks, err := pending.Wait(ctx)
+		producer, err := cl.NewProducer(ctx, *name, client.ProducerOptions{})
 		if err != nil {
 			return err
 		}
-		for _, ack := range acks {
-			if count == 0 {
-				first = ack.Offset
-			}
-			last = ack.Offset
-			count++
+		defer producer.Close()
+		inputs, err := openInputs(fs.Args())
+		if err != nil {
+			return err
 		}
-	}
-	progress.done()
-	if count > 0 {
-		// Acknowledged means durable; wait until it is also committed so a
-		// read right after this command sees it.
-		waitCommitted(ctx, cl, last+1)
-		fmt.Printf("produced %d messages, offsets %d..%d\n", count, first, last)
-	} else {
-		fmt.Println("produced 0 messages")
-	}
-	return nil
+		progress := newProgress(os.Stderr)
+		var sent []*client.Pending
+		for _, in := range inputs {
+			scanner := bufio.NewScanner(in)
+			scanner.Buffer(make([]byte, 64<<10), 16<<20)
+			var batch []*orderlogpb.Message
+			flush := func() error {
+				if len(batch) == 0 {
+					return nil
+				}
+				pending, err := producer.Send(ctx, batch...)
+				if err != nil {
+					return err
+				}
+				sent = append(sent, pending)
+				progress.add(len(batch))
+				batch = nil
+				return nil
+			}
+			for scanner.Scan() {
+				line := append([]byte(nil), scanner.Bytes()...)
+				batch = append(batch, &orderlogpb.Message{Topic: *topic, Key: []byte(*key), Value: line})
+				if len(batch) >= *frame {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+			}
+			if err := scanner.Err(); err != nil {
+				return err
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		var first, last uint64
+		count := 0
+		for _, pending := range sent {
+			acks, err := pending.Wait(ctx)
+			if err != nil {
+				return err
+			}
+			for _, ack := range acks {
+				if count == 0 {
+					first = ack.Offset
+				}
+				last = ack.Offset
+				count++
+			}
+		}
+		progress.done()
+		if count > 0 {
+			// Acknowledged means durable; wait until it is also committed so a
+			// read right after this command sees it.
+			waitCtx, cancelWait := context.WithTimeout(ctx, 5*time.Second)
+			_ = cl.WaitCommitted(waitCtx, last+1) // best effort: the messages are durable either way
+			cancelWait()
+			fmt.Printf("produced %d messages, offsets %d..%d\n", count, first, last)
+		} else {
+			fmt.Println("produced 0 messages")
+		}
+		return nil
+	})
 }
 
 func openInputs(paths []string) ([]io.Reader, error) {
@@ -168,18 +169,14 @@ func runRead(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer cl.Close()
-	out := json.NewEncoder(os.Stdout)
-	print := func(page *client.Page) error { return printPage(out, page) }
-	if *topic != "" || *key != "" {
-		return cl.Query(ctx, &orderlogpb.QueryRequest{FromOffset: *from, Limit: uint32(*limit), Topic: *topic, Key: []byte(*key)}, print)
-	}
-	return cl.Read(ctx, *from, uint32(*limit), print)
+	return cf.withClient(func(ctx context.Context, cl *client.Client) error {
+		out := json.NewEncoder(os.Stdout)
+		print := func(page *client.Page) error { return printPage(out, page) }
+		if *topic != "" || *key != "" {
+			return cl.Query(ctx, &orderlogpb.QueryRequest{FromOffset: *from, Limit: uint32(*limit), Topic: *topic, Key: []byte(*key)}, print)
+		}
+		return cl.Read(ctx, *from, uint32(*limit), print)
+	})
 }
 
 func runTail(args []string) error {
@@ -190,26 +187,22 @@ func runTail(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer cl.Close()
-	start := uint64(*from)
-	if *from < 0 {
-		status, err := cl.Status(ctx)
-		if err != nil {
-			return err
+	return cf.withClient(func(ctx context.Context, cl *client.Client) error {
+		start := uint64(*from)
+		if *from < 0 {
+			status, err := cl.Status(ctx)
+			if err != nil {
+				return err
+			}
+			start = status.Committed
 		}
-		start = status.Committed
-	}
-	out := json.NewEncoder(os.Stdout)
-	err = cl.Tail(ctx, start, func(page *client.Page) error { return printPage(out, page) })
-	if ctx.Err() != nil {
-		return nil // interrupted: a normal end of a tail
-	}
-	return err
+		out := json.NewEncoder(os.Stdout)
+		err := cl.Tail(ctx, start, func(page *client.Page) error { return printPage(out, page) })
+		if ctx.Err() != nil {
+			return nil // interrupted: a normal end of a tail
+		}
+		return err
+	})
 }
 
 type printedMessage struct {
@@ -257,19 +250,15 @@ func runStatus(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cl, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer cl.Close()
-	status, err := cl.Status(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("epoch        %d\ncommitted    %d\nreserved     %d\nhole offsets %d\nproducers    %d\nstore bytes  %d\n",
-		status.Epoch, status.Committed, status.Reserved, status.HoleOffsets, status.Producers, status.StoreBytes)
-	return nil
+	return cf.withClient(func(ctx context.Context, cl *client.Client) error {
+		status, err := cl.Status(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("epoch        %d\ncommitted    %d\nreserved     %d\nhole offsets %d\nproducers    %d\nstore bytes  %d\n",
+			status.Epoch, status.Committed, status.Reserved, status.HoleOffsets, status.Producers, status.StoreBytes)
+		return nil
+	})
 }
 
 // producerSeq is the message's producer seq, or nil for a message sent
@@ -280,15 +269,4 @@ func producerSeq(m *orderlogpb.StoredMessage) *uint64 {
 	}
 	seq := m.ProducerSeq
 	return &seq
-}
-
-// waitCommitted waits (up to 5 s) until the committed watermark passes offset.
-func waitCommitted(ctx context.Context, cl *client.Client, offset uint64) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if st, err := cl.Status(ctx); err == nil && st.Committed >= offset {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }

@@ -71,17 +71,11 @@ func (s *serverProcess) stop() {
 // waitReady waits until the server answers Status with a serving leader.
 func (s *serverProcess) waitReady(c *client.Client) {
 	s.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st, err := c.Status(ctx)
-		cancel()
-		if err == nil && st.Epoch > 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		s.t.Fatalf("%v; log in %s", err, s.log.Name())
 	}
-	s.t.Fatalf("server did not become ready; log in %s", s.log.Name())
 }
 
 // crashProducer sends numbered messages through an idempotent session and
@@ -224,18 +218,10 @@ func TestCrashRestartHistory(t *testing.T) {
 
 func waitCommittedAt(t *testing.T, c *client.Client, offset uint64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		st, err := c.Status(ctx)
-		cancel()
-		if err == nil && st.Committed >= offset {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("C did not reach %d: %v %v", offset, st, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitCommitted(ctx, offset); err != nil {
+		t.Fatal(err)
 	}
 }
 
