@@ -195,30 +195,25 @@ func (s *Store) writableLocked(ledger uint64) error {
 	return nil
 }
 
-// removeDeadSegments removes the oldest segments while no live ledger has
-// a record in them. Only a prefix of the journal is removed, so a delete
-// record never disappears while older records of its ledger remain; and
-// only segments older than the newest sealed one, whose checkpoint carries
-// every deletion made before it (deletedMetasLocked).
+// removeDeadSegments removes the segments no live ledger has a record in
+// (index.deadSegments), but only segments older than the newest sealed one,
+// whose checkpoint carries every deletion made before it
+// (deletedMetasLocked): a removed delete record must not let older records
+// of its ledger come back.
 func (s *Store) removeDeadSegments() error {
 	s.mu.Lock()
 	if len(s.mu.segments) < 2 {
 		s.mu.Unlock()
 		return nil
 	}
-	limit := s.mu.segments[len(s.mu.segments)-2]
-	if minLive, ok := s.mu.idx.minLiveSegment(); ok {
-		limit = min(limit, minLive)
-	}
-	var dead []uint32
-	for len(s.mu.segments) > 0 && s.mu.segments[0] < limit {
-		seq := s.mu.segments[0]
-		dead = append(dead, seq)
-		s.mu.segments = s.mu.segments[1:]
+	dead := s.mu.idx.deadSegments(s.mu.segments, s.mu.segments[len(s.mu.segments)-2])
+	s.mu.segments = slices.DeleteFunc(s.mu.segments, func(seq uint32) bool { return slices.Contains(dead, seq) })
+	for _, seq := range dead {
 		if f := s.mu.readers[seq]; f != nil {
 			f.Close()
 			delete(s.mu.readers, seq)
 		}
+		delete(s.mu.idx.damaged, seq)
 	}
 	s.mu.Unlock()
 	if len(dead) == 0 {

@@ -176,7 +176,12 @@ func runCrashLoad(t *testing.T, s *Store, h *crashHistory, rng *rand.Rand, cycle
 		break
 	}
 	if midFlight {
-		s.fs.(*walfs.CrashFS).Crash()
+		// The process dies (no more I/O succeeds), then the power goes.
+		// Crashing alone would let the store carry on with handles opened
+		// after the crash, as if it had survived it, and never stop.
+		fsys := s.fs.(*walfs.CrashFS)
+		fsys.SetInject(func(walfs.Op, string) error { return walfs.ErrCrashed })
+		fsys.Crash()
 		<-done
 		return
 	}

@@ -30,8 +30,8 @@ type ledgerState struct {
 	// incarnation is the store incarnation that wrote the ledger's first
 	// record; ABSENT is only ever answered for the current incarnation.
 	incarnation uint64
-	// firstSeg is the oldest segment holding a record of this ledger.
-	firstSeg uint32
+	// segs lists the segments holding a record of this ledger, ascending.
+	segs []uint32
 	// entries[i] is the position of entry i.
 	entries    []position
 	fenced     bool
@@ -54,16 +54,18 @@ type index struct {
 	// corrupt: a damaged stretch could not be attributed, so a ledger the
 	// store does not know may still have been written to it.
 	corrupt bool
+	// damaged lists the segments holding damaged stretches.
+	damaged map[uint32]bool
 }
 
 func newIndex() *index {
-	return &index{ledgers: map[uint64]*ledgerState{}, deleted: map[uint64]struct{}{}}
+	return &index{ledgers: map[uint64]*ledgerState{}, deleted: map[uint64]struct{}{}, damaged: map[uint32]bool{}}
 }
 
 func (x *index) ledger(id uint64, seg uint32, incarnation uint64) *ledgerState {
 	l := x.ledgers[id]
 	if l == nil {
-		l = &ledgerState{id: id, incarnation: incarnation, firstSeg: seg, closedLast: -1, lac: -1}
+		l = &ledgerState{id: id, incarnation: incarnation, closedLast: -1, lac: -1}
 		x.ledgers[id] = l
 	}
 	return l
@@ -90,6 +92,7 @@ func (x *index) apply(m recordMeta, seg uint32, incarnation uint64) {
 	if l == nil {
 		l = x.ledger(m.Ledger, seg, incarnation)
 	}
+	l.noteSegment(seg)
 	switch m.Type {
 	case RecordEntry:
 		l.applyEntry(m, position{seg: seg, off: m.Offset, size: m.Size})
@@ -142,10 +145,13 @@ func (x *index) applyCorrupt(m recordMeta, seg uint32, incarnation uint64) {
 	}
 	if m.Entry != metaUnattributed {
 		if _, gone := x.deleted[m.Ledger]; !gone {
-			x.ledger(m.Ledger, seg, incarnation).tainted = true
+			l := x.ledger(m.Ledger, seg, incarnation)
+			l.tainted = true
+			l.noteSegment(seg)
 		}
 	}
 	x.corrupt = true
+	x.damaged[seg] = true
 }
 
 // appendVerdict is what an append of a given entry may do.
@@ -190,13 +196,36 @@ func (x *index) checkAppend(id uint64, entry int64, recovery bool) (appendVerdic
 	}
 }
 
-// minLiveSegment is the oldest segment holding a record of a live ledger,
-// or ok=false if there are no live ledgers.
-func (x *index) minLiveSegment() (seg uint32, ok bool) {
+func (l *ledgerState) noteSegment(seg uint32) {
+	if n := len(l.segs); n == 0 || l.segs[n-1] != seg {
+		l.segs = append(l.segs, seg)
+	}
+}
+
+// deadSegments returns the segments among candidates, all below limit,
+// that may be removed: no live ledger has a record in them. A segment with
+// a damaged stretch also needs to be older than every live ledger's first
+// record, since the damage may hide records of ledgers known before it.
+func (x *index) deadSegments(candidates []uint32, limit uint32) []uint32 {
+	live := map[uint32]bool{}
+	minFirst, anyLive := uint32(0), false
 	for _, l := range x.ledgers {
-		if !ok || l.firstSeg < seg {
-			seg, ok = l.firstSeg, true
+		for _, seg := range l.segs {
+			live[seg] = true
+		}
+		if len(l.segs) > 0 && (!anyLive || l.segs[0] < minFirst) {
+			minFirst, anyLive = l.segs[0], true
 		}
 	}
-	return seg, ok
+	var dead []uint32
+	for _, seg := range candidates {
+		if seg >= limit || live[seg] {
+			continue
+		}
+		if x.damaged[seg] && anyLive && seg >= minFirst {
+			continue
+		}
+		dead = append(dead, seg)
+	}
+	return dead
 }

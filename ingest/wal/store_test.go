@@ -267,3 +267,42 @@ func TestDirectoryLock(t *testing.T) {
 	defer s.Close()
 	expectPresent(t, s, 1, 2)
 }
+
+// TestDeleteRemovesMiddleSegments: a long-lived ledger does not pin the
+// segments between its records once the ledgers written there are deleted,
+// and neither a crash nor a clean reopen brings the deleted ledger back.
+func TestDeleteRemovesMiddleSegments(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		fsys := walfs.NewCrashFS(1)
+		s := openMem(t, fsys, nil)
+		mustAppend(t, s, 1, 0, 10)  // segment 0
+		mustAppend(t, s, 2, 0, 300) // several segments
+		mustAppend(t, s, 1, 10, 80) // ledger 1 again, in later segments
+		segsBefore := len(s.mu.segments)
+		if err := s.Delete(2); err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		segsAfter := len(s.mu.segments)
+		first := s.mu.segments[0]
+		s.mu.Unlock()
+		if segsAfter >= segsBefore-2 || first != 0 {
+			t.Fatalf("segments %d -> %d (first %d): middle segments not removed", segsBefore, segsAfter, first)
+		}
+		if crash {
+			fsys.Crash()
+		} else {
+			s.Close()
+		}
+		s = openMem(t, fsys, nil)
+		for e := int64(0); e < 80; e++ {
+			expectPresent(t, s, 1, e)
+		}
+		expectStatus(t, s, 2, 0, Unknown)
+		expectStatus(t, s, 2, 299, Unknown)
+		if err := s.Append(entryFor(2, 0)); !errors.Is(err, ErrLedgerDeleted) {
+			t.Fatalf("crash=%v: deleted ledger came back: %v", crash, err)
+		}
+		s.Close()
+	}
+}
