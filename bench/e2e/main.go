@@ -13,12 +13,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,6 +33,7 @@ func main() {
 	streams := flag.Int("streams", 16, "producer streams")
 	size := flag.Int("size", 1024, "message size")
 	flag.Parse()
+	debug.SetGCPercent(400) // as the orderlog binary does, so the load's own GC does not pad latencies
 
 	dir, err := os.MkdirTemp("", "orderlog-e2e-bench")
 	check(err)
@@ -39,17 +42,17 @@ func main() {
 	walRate := walReference(filepath.Join(dir, "wal"), *duration)
 	fmt.Printf("wal_entries_per_s=%.0f (bench/wal, same disk, same run)\n", walRate)
 
-	grpcAddr := freeAddr()
-	server := exec.Command(*binary, "dev", "--data", filepath.Join(dir, "dev"), "--grpc-addr", grpcAddr,
-		"--http-addr", freeAddr(), "--etcd-addr", "127.0.0.1:0")
-	logFile, err := os.Create(filepath.Join(dir, "dev.log"))
+	server := exec.Command(*binary, "dev", "--data", filepath.Join(dir, "dev"), "--grpc-addr", "127.0.0.1:0",
+		"--http-addr", "127.0.0.1:0", "--etcd-addr", "127.0.0.1:0")
+	server.Stderr = os.Stderr
+	stdout, err := server.StdoutPipe()
 	check(err)
-	server.Stdout, server.Stderr = logFile, logFile
 	check(server.Start())
 	defer func() {
 		_ = server.Process.Signal(syscall.SIGTERM)
 		_ = server.Wait()
 	}()
+	grpcAddr := readGRPCAddr(stdout)
 	c, err := client.Dial(grpcAddr)
 	check(err)
 	defer c.Close()
@@ -105,11 +108,21 @@ func report(label string, r client.LoadResult) {
 		r.MessagesPerSecond(), r.MBPerSecond(), ms(r.Percentile(0.5)), ms(r.Percentile(0.99)), ms(r.Percentile(0.999)))
 }
 
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	check(err)
-	defer l.Close()
-	return l.Addr().String()
+// readGRPCAddr reads `orderlog dev`'s banner for the gRPC address it got,
+// then keeps draining its output.
+func readGRPCAddr(stdout io.Reader) string {
+	scanner := bufio.NewScanner(stdout)
+	for scanner.Scan() {
+		if addr, ok := strings.CutPrefix(strings.TrimSpace(scanner.Text()), "gRPC "); ok {
+			go func() {
+				for scanner.Scan() {
+				}
+			}()
+			return strings.TrimSpace(addr)
+		}
+	}
+	check(fmt.Errorf("orderlog dev exited before printing its gRPC address"))
+	return ""
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
