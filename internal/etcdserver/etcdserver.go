@@ -7,7 +7,6 @@
 package etcdserver
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -109,12 +108,6 @@ func (s *Server) NewClient() (*clientv3.Client, error) {
 
 // Close stops the server.
 func (s *Server) Close() { s.etcd.Close() }
-
-// Ping checks that the server answers a read.
-func (s *Server) Ping(ctx context.Context, c *clientv3.Client) error {
-	_, err := c.Get(ctx, "health-probe")
-	return err
-}
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
