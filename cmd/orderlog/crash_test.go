@@ -49,6 +49,13 @@ func (s *serverProcess) start() {
 		s.t.Fatal(err)
 	}
 	s.cmd = cmd
+	// A test that fails half-way must not leave a server running.
+	s.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
 }
 
 func (s *serverProcess) kill() {
