@@ -9,23 +9,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"orderlog/internal/apierr"
-	"orderlog/internal/etcdserver"
+	"orderlog/internal/etcdtest"
 )
 
-func startEtcd(t *testing.T) *clientv3.Client {
-	t.Helper()
-	srv, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := srv.NewClient()
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close(); srv.Close() })
-	return cli
-}
+func startEtcd(t *testing.T) *clientv3.Client { return etcdtest.Client(t) }
 
 func TestRegisterProducerCreatesThenBumpsEpochAndOwner(t *testing.T) {
 	cli := startEtcd(t)

@@ -10,28 +10,12 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"orderlog/internal/etcdserver"
+	"orderlog/internal/etcdtest"
 	"orderlog/internal/keys"
 )
 
 // startEtcd runs a real embedded etcd server for one test.
-func startEtcd(t testing.TB) *clientv3.Client {
-	t.Helper()
-	srv, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := srv.NewClient()
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cli.Close()
-		srv.Close()
-	})
-	return cli
-}
+func startEtcd(t testing.TB) *clientv3.Client { return etcdtest.Client(t) }
 
 // setEpochAndWriter writes the sequencer epoch and a lease-bound ingest key,
 // as the sequencer and ingest do; it returns the writer's lease.
