@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"orderlog/internal/apierr"
+	"orderlog/internal/grpcopt"
 	"orderlog/proto/orderlogpb"
 )
 
@@ -23,9 +23,7 @@ type Client struct {
 // Dial connects to an orderlog gRPC address (host:port). The connection is
 // made lazily and re-made after failures.
 func Dial(addr string) (*Client, error) {
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20), grpc.MaxCallSendMsgSize(64<<20)))
+	conn, err := grpc.NewClient(addr, grpcopt.DialOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

@@ -9,10 +9,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"orderlog/ingest/pipeline"
 	"orderlog/internal/apierr"
+	"orderlog/internal/grpcopt"
 	"orderlog/internal/keys"
 	pb "orderlog/proto/sequencerpb"
 	"orderlog/sequencer"
@@ -142,7 +142,7 @@ func (s *SequencerSession) serve() error {
 	if err != nil {
 		return err
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpcopt.DialOptions()...)
 	if err != nil {
 		return err
 	}

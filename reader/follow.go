@@ -9,9 +9,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"orderlog/internal/grpcopt"
 	pb "orderlog/proto/sequencerpb"
 	"orderlog/sequencer"
 )
@@ -49,7 +49,7 @@ func followOnce(ctx context.Context, cli *clientv3.Client, commits *CommitMap) e
 	if addr == "" {
 		return errNoLeader
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpcopt.DialOptions()...)
 	if err != nil {
 		return err
 	}

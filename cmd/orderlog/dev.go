@@ -23,12 +23,13 @@ func runDev(args []string) error {
 	fsync := fs.String("fsync", "always", `WAL fsync policy: "always" (fsync before every ack) or "interval=<duration>" (weaker)`)
 	ackMode := fs.String("ack-mode", "quorum", `when producers are acknowledged: "quorum" (durable on the ack quorum) or "leader"`)
 	maxMessage := fs.Int("max-message-bytes", 1<<20, "largest message value accepted")
+	pprof := fs.Bool("pprof", false, "serve Go runtime profiles under /debug/pprof/ on the HTTP address")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg := node.Config{
 		DataDir: *dataDir, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, EtcdAddr: *etcdAddr, FsyncPolicy: *fsync,
-		Ingest: ingest.Config{AckMode: ingest.AckMode(*ackMode), MaxMessageBytes: *maxMessage},
+		Ingest: ingest.Config{AckMode: ingest.AckMode(*ackMode), MaxMessageBytes: *maxMessage}, Pprof: *pprof,
 	}
 	cfg.HTTPLimits.MaxMessageBytes = *maxMessage
 	server, err := node.Start(cfg)

@@ -3,6 +3,7 @@ package batch
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // Encode appends the encoding of a batch to dst. h.Count must equal
@@ -14,6 +15,9 @@ func Encode(dst []byte, h Header, records []Record) ([]byte, error) {
 	if err := h.validate(); err != nil {
 		return nil, err
 	}
+	// One allocation for the whole entry: batches are up to MiBs, and
+	// growing by appends copied them several times.
+	dst = slices.Grow(dst, encodedSizeBound(h, records))
 	dst = append(dst, Version, byte(h.Kind), 0, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, h.FirstOffset)
 	dst = binary.LittleEndian.AppendUint32(dst, h.Count)
@@ -29,6 +33,20 @@ func Encode(dst []byte, h Header, records []Record) ([]byte, error) {
 		dst = appendRecord(dst, &records[i])
 	}
 	return dst, nil
+}
+
+// encodedSizeBound is at least the encoded size of the batch.
+func encodedSizeBound(h Header, records []Record) int {
+	const varint = binary.MaxVarintLen64
+	n := 4 + 8 + 4 + 8 + varint + len(h.Runs)*4*varint
+	for i := range records {
+		r := &records[i]
+		n += 6*varint + len(r.Topic) + len(r.Key) + len(r.Value) + len(r.MessageID)
+		for _, hd := range r.Headers {
+			n += 2*varint + len(hd.Key) + len(hd.Value)
+		}
+	}
+	return n
 }
 
 func appendRecord(dst []byte, r *Record) []byte {

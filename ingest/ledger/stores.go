@@ -5,8 +5,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"orderlog/internal/grpcopt"
 	"orderlog/proto/walpb"
 )
 
@@ -39,7 +39,7 @@ type GRPCDialer struct {
 // transport credentials (stores run on a private network or loopback).
 func NewGRPCDialer(options ...grpc.DialOption) *GRPCDialer {
 	if len(options) == 0 {
-		options = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+		options = grpcopt.DialOptions()
 	}
 	d := &GRPCDialer{options: options}
 	d.mu.conns = make(map[string]*grpc.ClientConn)

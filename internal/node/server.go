@@ -27,6 +27,7 @@ import (
 	"orderlog/ingest/ledger"
 	"orderlog/ingest/wal"
 	"orderlog/internal/etcdserver"
+	"orderlog/internal/grpcopt"
 	"orderlog/proto/walpb"
 	"orderlog/reader"
 	"orderlog/sequencer"
@@ -73,6 +74,9 @@ type Config struct {
 	Commit Replication
 	// HTTPLimits bounds HTTP requests.
 	HTTPLimits httpapi.Limits
+	// Pprof serves Go's runtime profiles under /debug/pprof/ on the HTTP
+	// address (off by default: profiles reveal internals).
+	Pprof bool
 	// Logf logs; nil means the standard logger.
 	Logf func(format string, args ...any)
 }
@@ -153,7 +157,7 @@ func (s *Server) start() error {
 	if s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("listen gRPC: %w", err)
 	}
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(64<<20))
+	s.grpc = grpc.NewServer(grpcopt.ServerOptions()...)
 	if s.cfg.Roles.Ingest {
 		if err := s.openStore(ctx); err != nil {
 			return err
@@ -295,6 +299,9 @@ func (s *Server) startHTTP() error {
 	registry.MustRegister(s.ingest.Collectors()...)
 	registry.MustRegister(newStatusCollector(s))
 	handler.Mux().Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	if s.cfg.Pprof {
+		registerPprof(handler.Mux())
+	}
 	if s.httpLis, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen HTTP: %w", err)
 	}
