@@ -1,6 +1,12 @@
 package grpcopt
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
 
 func TestBufferPoolSizes(t *testing.T) {
 	p := &bufferPool{}
@@ -41,5 +47,33 @@ func TestPutIgnoresForeignBuffers(t *testing.T) {
 	b := p.Get(1000)
 	if cap(*b) != 1024 {
 		t.Fatalf("cap %d, want 1024", cap(*b))
+	}
+}
+
+func TestCodecRoundTripsLargeMessages(t *testing.T) {
+	c := codec{}
+	for _, n := range []int{10, 100 << 10, 3 << 20} {
+		in := wrapperspb.Bytes(bytes.Repeat([]byte{7}, n))
+		data, err := c.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out wrapperspb.BytesValue
+		if err := c.Unmarshal(data, &out); err != nil {
+			t.Fatal(err)
+		}
+		data.Free()
+		if !bytes.Equal(out.Value, in.Value) {
+			t.Fatalf("size %d: round trip changed the value", n)
+		}
+	}
+	if _, err := c.Marshal(42); err == nil {
+		t.Fatal("marshalled a non-message")
+	}
+}
+
+func TestCodecIsRegistered(t *testing.T) {
+	if _, ok := encoding.GetCodecV2("proto").(codec); !ok {
+		t.Fatal(`the "proto" codec is not grpcopt's`)
 	}
 }
