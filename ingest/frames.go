@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"errors"
+	"time"
 
 	"orderlog/ingest/batch"
 	"orderlog/ingest/producer"
@@ -17,10 +18,12 @@ type frame struct {
 	acks      []*orderlogpb.Ack
 	remaining int
 	answer    func(*orderlogpb.ProduceResponse)
+	arrived   time.Time
 }
 
 func newFrame(req *orderlogpb.ProduceRequest, answer func(*orderlogpb.ProduceResponse)) *frame {
-	return &frame{request: req, acks: make([]*orderlogpb.Ack, len(req.Messages)), remaining: len(req.Messages), answer: answer}
+	return &frame{request: req, acks: make([]*orderlogpb.Ack, len(req.Messages)), remaining: len(req.Messages), answer: answer,
+		arrived: time.Now()}
 }
 
 // ack records message i's outcome and answers the frame when it is complete.

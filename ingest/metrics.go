@@ -20,7 +20,12 @@ type nodeMetrics struct {
 	grantRefusals  prometheus.Counter
 	grants         prometheus.Counter
 	grantLatency   prometheus.Histogram
+	appendWait     prometheus.Histogram
+	confirmLatency prometheus.Histogram
 }
+
+// latencyBuckets run from 100 µs to 3.3 s.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0001, 2, 16)
 
 func newNodeMetrics() *nodeMetrics {
 	return &nodeMetrics{
@@ -29,14 +34,18 @@ func newNodeMetrics() *nodeMetrics {
 		batchMessages: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "orderlog_ingest_batch_messages", Help: "Messages per ledger entry.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
 		ackLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "orderlog_ingest_ack_latency_seconds", Help: "Produce frame arrival to answer.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+			Buckets: latencyBuckets}),
 		refusedFrames: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "orderlog_ingest_refused_frames_total", Help: "Produce frames refused, by error code."}, []string{"code"}),
 		ledgersOpened: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_ledgers_opened_total", Help: "Ledgers this node opened."}),
 		ledgerErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_ledger_errors_total", Help: "Failed ledger creations."}),
 		grantRefusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_grant_refusals_total", Help: "Grants the sequencer refused."}),
 		grants:        prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_grants_total", Help: "Grants received from the sequencer (one per batch)."}),
 		grantLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "orderlog_ingest_grant_latency_seconds", Help: "Grant request to reply.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+			Buckets: latencyBuckets}),
+		appendWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "orderlog_ingest_append_wait_seconds",
+			Help: "Arrival of an entry's oldest message to the entry's append (batching and grant).", Buckets: latencyBuckets}),
+		confirmLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "orderlog_ingest_confirm_latency_seconds",
+			Help: "Entry append to its confirmation at the ack quorum (replication and fsync).", Buckets: latencyBuckets}),
 	}
 }
 
@@ -52,5 +61,6 @@ func (m *nodeMetrics) observeFrame(resp *orderlogpb.ProduceResponse, arrived tim
 func (n *Node) Collectors() []prometheus.Collector {
 	m := n.metrics
 	return []prometheus.Collector{m.loggedMessages, m.appendedBytes, m.batchMessages, m.ackLatency,
-		m.refusedFrames, m.ledgersOpened, m.ledgerErrors, m.grantRefusals, m.grants, m.grantLatency}
+		m.refusedFrames, m.ledgersOpened, m.ledgerErrors, m.grantRefusals, m.grants, m.grantLatency,
+		m.appendWait, m.confirmLatency}
 }

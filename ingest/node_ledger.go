@@ -112,6 +112,8 @@ func (n *Node) appendBatches(batches []*pipeline.Batch) {
 		if err := n.pipe.Appended(b.ID, entry); err != nil {
 			panic("ingest: " + err.Error())
 		}
+		b.AppendedAt = time.Now()
+		n.metrics.appendWait.Observe(b.AppendedAt.Sub(b.Messages[0].Payload.(*messageRef).frame.arrived).Seconds())
 		n.metrics.batchMessages.Observe(float64(len(b.Messages)))
 		n.metrics.appendedBytes.Add(float64(len(payload)))
 	}

@@ -22,9 +22,9 @@ var spanNone = ledger.Span{}
 // loop goroutine, when every message of the frame is logged (or the frame
 // is refused). It must not block.
 func (n *Node) Produce(req *orderlogpb.ProduceRequest, answer func(*orderlogpb.ProduceResponse)) {
-	arrived := time.Now()
-	f := newFrame(req, func(resp *orderlogpb.ProduceResponse) {
-		n.metrics.observeFrame(resp, arrived)
+	var f *frame
+	f = newFrame(req, func(resp *orderlogpb.ProduceResponse) {
+		n.metrics.observeFrame(resp, f.arrived)
 		answer(resp)
 	})
 	if err := n.validate(req); err != nil {
@@ -131,6 +131,9 @@ func (n *Node) produceOwned(f *frame) {
 
 // logged acknowledges a durable batch and advances producer state.
 func (n *Node) logged(b *pipeline.Batch) {
+	if !b.AppendedAt.IsZero() {
+		n.metrics.confirmLatency.Observe(time.Since(b.AppendedAt).Seconds())
+	}
 	for start := 0; start < len(b.Messages); {
 		m := b.Messages[start]
 		end := start + 1

@@ -112,14 +112,14 @@ func (m *CommitMap) adoptEpochLocked(epoch int64) bool {
 	return true
 }
 
-// coveredEndLocked is the end of the contiguous resolved prefix.
+// coveredEndLocked is the end of the contiguous resolved prefix. Everything
+// below C is covered (the invariant), so the scan starts at C: from 0 it
+// cost a pass over the whole history on every watermark.
 func (m *CommitMap) coveredEndLocked() uint64 {
-	var end uint64
-	for _, s := range m.mu.segments {
-		if s.First != end {
-			break
-		}
-		end = s.End
+	end := m.mu.committed
+	segs := m.mu.segments
+	for i := sort.Search(len(segs), func(i int) bool { return segs[i].End > end }); i < len(segs) && segs[i].First <= end; i++ {
+		end = segs[i].End
 	}
 	return end
 }

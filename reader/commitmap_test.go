@@ -85,3 +85,22 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// Advance checks the resolved prefix from C on: a gap above C refuses the
+// watermark until it is filled, whatever was committed before.
+func TestAdvanceChecksTheRangeAboveC(t *testing.T) {
+	m := NewCommitMap()
+	for first := uint64(0); first < 1000; first += 10 {
+		must(t, m.Resolve(1, Segment{First: first, End: first + 10, Ledger: 1, Entry: int64(first / 10)}))
+		must(t, m.Advance(1, first+10))
+	}
+	must(t, m.Resolve(1, Segment{First: 1020, End: 1030, Hole: true})) // out of order: [1000, 1020) missing
+	if err := m.Advance(1, 1030); !errors.Is(err, ErrConflict) {
+		t.Fatalf("C over a gap accepted: %v", err)
+	}
+	must(t, m.Resolve(1, Segment{First: 1000, End: 1020, Ledger: 1, Entry: 100}))
+	must(t, m.Advance(1, 1030))
+	if _, c := m.Committed(); c != 1030 {
+		t.Fatalf("C = %d, want 1030", c)
+	}
+}

@@ -1,6 +1,9 @@
 package pipeline
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Message is one accepted message waiting to be logged. Payload is opaque to
 // the pipeline; Size is what it counts against the batch byte limit.
@@ -26,6 +29,9 @@ type Batch struct {
 	queued   bool   // handed out in Ready.Appends
 	appended bool
 	Entry    int64 // ledger entry, once appended
+	// AppendedAt is for the owner's metrics; the pipeline never reads it
+	// (it reads no clock).
+	AppendedAt time.Time
 }
 
 // Span is the batch's offset range; valid once granted.
