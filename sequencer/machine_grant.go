@@ -97,8 +97,29 @@ func (m *Machine) RequestGrant(now time.Duration, id SessionID, requestID, ledge
 		m.reply(req, StatusNotLeader, Range{})
 		return
 	}
+	if len(m.pending) == 0 && m.grantNow(req) {
+		m.maybeReserve()
+		return
+	}
 	m.pending = append(m.pending, req)
 	m.drain()
+}
+
+// grantNow answers req unless it must wait for the reservation.
+func (m *Machine) grantNow(req grantRequest) bool {
+	if st := m.check(req); st != StatusGranted {
+		m.reply(req, st, Range{})
+		return true
+	}
+	if m.nextOffset+req.count > m.res.end {
+		return false
+	}
+	r := Range{First: m.nextOffset, End: m.nextOffset + req.count}
+	m.nextOffset = r.End
+	m.segs.push(segment{Range: r, ledger: req.ledger, deadline: m.now + m.cfg.GrantLease})
+	m.res.granted += req.count
+	m.reply(req, StatusGranted, r)
+	return true
 }
 
 // drain answers queued requests in order until one must wait for the
@@ -106,21 +127,11 @@ func (m *Machine) RequestGrant(now time.Duration, id SessionID, requestID, ledge
 func (m *Machine) drain() {
 	i := 0
 	for ; i < len(m.pending); i++ {
-		req := m.pending[i]
-		if st := m.check(req); st != StatusGranted {
-			m.reply(req, st, Range{})
-			continue
-		}
-		if m.nextOffset+req.count > m.res.end {
+		if !m.grantNow(m.pending[i]) {
 			m.res.demand = m.pendingDemand(i)
 			m.maybeReserve()
 			break
 		}
-		r := Range{First: m.nextOffset, End: m.nextOffset + req.count}
-		m.nextOffset = r.End
-		m.segs.push(segment{Range: r, ledger: req.ledger, deadline: m.now + m.cfg.GrantLease})
-		m.res.granted += req.count
-		m.reply(req, StatusGranted, r)
 	}
 	n := copy(m.pending, m.pending[i:])
 	clear(m.pending[n:])
@@ -147,14 +158,15 @@ func (m *Machine) check(req grantRequest) GrantStatus {
 	if req.count == 0 || req.count > m.cfg.MaxGrant {
 		return StatusBadRequest
 	}
-	if !m.alive(req.session) {
+	s := m.sessions[req.session]
+	if !m.sessionAlive(s) {
 		return StatusSessionDead
 	}
 	l := m.ledgers[req.ledger]
 	switch {
 	case l == nil:
 		return StatusUnknownLedger
-	case l.Writer != m.sessions[req.session].incarnation:
+	case l.Writer != s.incarnation:
 		return StatusWrongWriter
 	case l.state != ledgerOpen || l.Epoch != m.cfg.Epoch:
 		return StatusLedgerNotOpen

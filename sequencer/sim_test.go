@@ -290,6 +290,12 @@ func (w *simWorld) applyTruth(epoch uint64, r Record) {
 
 // ready routes one leader's outputs and checks the grant invariants.
 func (w *simWorld) ready(ld *simLeader) {
+	for id, s := range ld.m.sessions {
+		if cur, ok := ld.m.current[s.incarnation]; !ok || cur != id || s.ended {
+			w.fatalf("epoch %d: session %d of %q is kept but not its current stream (current %d, ended %v)",
+				ld.epoch, id, s.incarnation, cur, s.ended)
+		}
+	}
 	rd := ld.m.Ready()
 	for _, v := range rd.Violations {
 		w.fatalf("epoch %d violation: %v", ld.epoch, v)
