@@ -69,7 +69,13 @@ func RunLoad(ctx context.Context, c *Client, cfg LoadConfig) (LoadResult, error)
 		go func(stream int) {
 			defer wg.Done()
 			name := fmt.Sprintf("load-%d-%d", start.UnixNano(), stream)
-			r, err := loadStream(ctx, c, name, payload, cfg, framesPerStream, deadline, interval)
+			// Paced streams start evenly spread over one interval, so the
+			// rate arrives as a steady flow rather than in lockstep bursts.
+			phase := time.Duration(0)
+			if cfg.Streams > 0 {
+				phase = interval * time.Duration(stream) / time.Duration(cfg.Streams)
+			}
+			r, err := loadStream(ctx, c, name, payload, cfg, framesPerStream, deadline, interval, phase)
 			if err != nil {
 				errs <- err
 				return
@@ -92,7 +98,7 @@ func RunLoad(ctx context.Context, c *Client, cfg LoadConfig) (LoadResult, error)
 }
 
 func loadStream(ctx context.Context, cl *Client, name string, payload []byte, cfg LoadConfig,
-	frames int, deadline time.Time, interval time.Duration) (LoadResult, error) {
+	frames int, deadline time.Time, interval, phase time.Duration) (LoadResult, error) {
 	producer, err := cl.NewProducer(ctx, name, ProducerOptions{MaxInFlight: cfg.InFlight})
 	if err != nil {
 		return LoadResult{}, err
@@ -117,7 +123,7 @@ func loadStream(ctx context.Context, cl *Client, name string, payload []byte, cf
 		}
 		waitErr <- nil
 	}()
-	next := time.Now()
+	next := time.Now().Add(phase)
 	for i := 0; frames < 0 || i < frames; i++ {
 		if frames < 0 && time.Now().After(deadline) {
 			break
