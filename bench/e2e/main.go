@@ -4,7 +4,9 @@
 // reference, then starts `orderlog dev` as a separate process on the same
 // disk and drives it with the `orderlog bench` load (16 idempotent gRPC
 // streams of 1 KiB messages, fsync before ack): first as fast as it goes,
-// then at half that rate for the latency. It ends with the lines
+// then at half that rate for the latency. The half-rate p99 is compared
+// with an ideal group-commit log on the same disk at the same rate, measured
+// right before it (e2e_p99_vs_ideal_p99_ratio). It ends with the lines
 // e2e_msgs_per_s=<n> and e2e_vs_wal_ratio=<x>.
 package main
 
@@ -68,11 +70,18 @@ func main() {
 	check(err)
 	report("peak", peak)
 	load.Rate = peak.MessagesPerSecond() / 2
+	// The latency floor of this disk at this rate, just before the e2e
+	// half-rate run: an ideal group-commit log taking the same frames.
+	ideal := idealGroupCommit(filepath.Join(dir, "groupcommit"), load.Frame*load.Size, load.Rate/float64(load.Frame), *duration)
+	fmt.Printf("ideal group commit at half rate (same frames, same disk): ack p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms\n",
+		ms(percentile(ideal, 0.5)), ms(percentile(ideal, 0.99)), ms(percentile(ideal, 0.999)))
 	half, err := client.RunLoad(ctx, c, load)
 	check(err)
 	report(fmt.Sprintf("at half rate (%.0f msg/s asked)", load.Rate), half)
 
 	fmt.Printf("e2e_p99_ack_ms_at_half_rate=%.3f\n", ms(half.Percentile(0.99)))
+	fmt.Printf("ideal_group_commit_p99_ms=%.3f\n", ms(percentile(ideal, 0.99)))
+	fmt.Printf("e2e_p99_vs_ideal_p99_ratio=%.2f\n", float64(half.Percentile(0.99))/float64(percentile(ideal, 0.99)))
 	fmt.Printf("e2e_mb_per_s=%.1f\n", peak.MBPerSecond())
 	fmt.Printf("e2e_msgs_per_s=%.0f\n", peak.MessagesPerSecond())
 	fmt.Printf("e2e_vs_wal_ratio=%.2f\n", peak.MessagesPerSecond()/walRate)
