@@ -200,6 +200,9 @@ func (n *Node) drive() {
 		for _, u := range ready.Unused {
 			n.grants.Unused(u.Ledger, u.Span)
 		}
+		for _, b := range ready.Acked {
+			n.ackEarly(b)
+		}
 		for _, b := range ready.Logged {
 			n.logged(b)
 		}

@@ -16,7 +16,11 @@ const (
 	// the ledger's stores. The contract's durability guarantee.
 	AckQuorum AckMode = "quorum"
 	// AckLeader: after this node's own store fsynced it, before the quorum.
-	// Weaker: such a message can still become a hole if this node dies.
+	// Weaker (at most once for such a message): if this node dies first the
+	// message can be lost, its acknowledged offset a hole; if its ledger is
+	// closed below it the message is logged again at a later offset. With
+	// W = A = 1 it is AckQuorum. A ledger whose ensemble lacks LocalStore is
+	// acknowledged at the quorum.
 	AckLeader AckMode = "leader"
 )
 
@@ -30,6 +34,9 @@ type Config struct {
 	W, A, Tolerate int
 	// AckMode, default AckQuorum.
 	AckMode AckMode
+	// LocalStore is the store id of this node's own WAL store ("" if none):
+	// the store whose fsync AckLeader waits for.
+	LocalStore string
 	// MaxMessageBytes bounds one message's value. Default 1 MiB.
 	MaxMessageBytes int
 	// MaxFrameMessages bounds the messages in one produce frame. Default 10,000.

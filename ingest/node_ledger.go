@@ -47,13 +47,20 @@ func (n *Node) createLedger(epoch int64, snapshot []producer.State) (*ledger.Wri
 		return nil, err
 	}
 	var ledgerID uint64 // set before the first entry can be confirmed
+	opts := ledger.WriterOptions{OnConfirm: func(lac int64) {
+		id := ledgerID
+		n.do(func() { n.onConfirmed(id, lac) })
+	}}
+	if n.cfg.AckMode == AckLeader && n.cfg.LocalStore != "" {
+		opts.LocalStore = n.cfg.LocalStore
+		opts.OnLocalDurable = func(entry int64) {
+			id := ledgerID
+			n.do(func() { n.onLocalDurable(id, entry) })
+		}
+	}
 	w, err := ledger.Create(ctx, n.etcd, ledger.CreateOptions{
 		Epoch: epoch, WriterIncarnation: n.incarnation, Ensemble: members,
-		AckQuorum: n.cfg.A, Tolerate: n.cfg.Tolerate, Stores: n.stores,
-		Writer: ledger.WriterOptions{OnConfirm: func(lac int64) {
-			id := ledgerID
-			n.do(func() { n.onConfirmed(id, lac) })
-		}},
+		AckQuorum: n.cfg.A, Tolerate: n.cfg.Tolerate, Stores: n.stores, Writer: opts,
 	})
 	if err != nil {
 		return nil, err
@@ -125,6 +132,15 @@ func (n *Node) onConfirmed(ledgerID uint64, lac int64) {
 	}
 	n.pipe.Confirmed(ledgerID, lac)
 	n.snapshotsDurable(ledgerID, lac)
+}
+
+// onLocalDurable hands the pipeline this node's own store's progress (ack
+// mode leader).
+func (n *Node) onLocalDurable(ledgerID uint64, entry int64) {
+	if n.writer == nil || n.writer.ID() != ledgerID {
+		return
+	}
+	n.pipe.LocallyDurable(ledgerID, entry)
 }
 
 // checkWriter notices a writer that failed without an append to tell.

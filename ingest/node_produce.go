@@ -129,6 +129,16 @@ func (n *Node) produceOwned(f *frame) {
 	}
 }
 
+// ackEarly tells producers the offsets of a batch this node's own store
+// fsynced (ack mode leader). Producer state moves only when it is logged;
+// its later acks find the messages answered and change nothing.
+func (n *Node) ackEarly(b *pipeline.Batch) {
+	for i, m := range b.Messages {
+		ref := m.Payload.(*messageRef)
+		ref.frame.ack(ref.index, &orderlogpb.Ack{Offset: b.First + uint64(i)})
+	}
+}
+
 // logged acknowledges a durable batch and advances producer state.
 func (n *Node) logged(b *pipeline.Batch) {
 	if !b.AppendedAt.IsZero() {

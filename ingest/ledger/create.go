@@ -77,6 +77,16 @@ type WriterOptions struct {
 	// before the freeze from the goroutine calling Close, before it returns.
 	// It must not block long (nor wait for the goroutine that calls Close).
 	OnConfirm func(lac int64)
+	// LocalStore names the ensemble member on the writer's own node ("" if
+	// none). With OnLocalDurable set, that store's progress is reported too.
+	LocalStore string
+	// OnLocalDurable, if set, is called with the highest entry that
+	// LocalStore acked (fsynced; it holds every entry up to it), with
+	// increasing values, never concurrently with itself or OnConfirm, from
+	// the writer's goroutine. It says nothing about the ack quorum: an entry
+	// reported here can still be cut off by a close at a lower LAC. Nothing is
+	// reported once Close began.
+	OnLocalDurable func(entry int64)
 }
 
 func (o *WriterOptions) fillDefaults() {

@@ -49,8 +49,10 @@ type Writer struct {
 		hasConfirmedOffsets          bool
 		// reported is the last LAC given to OnConfirm.
 		reported int64
-		closing  bool
-		err      error
+		// reportedLocal is the last entry given to OnLocalDurable.
+		reportedLocal int64
+		closing       bool
+		err           error
 		// lacChanged is closed and replaced when the LAC advances or err is set.
 		lacChanged chan struct{}
 	}
@@ -75,7 +77,7 @@ func startWriter(cli *clientv3.Client, m Metadata, clients []walpb.WALClient, o 
 	w := &Writer{cli: cli, meta: m, opts: o, ctx: ctx, cancel: cancel, notify: make(chan struct{}, 1)}
 	w.mu.tracker = newLACTracker(m.A)
 	w.mu.lacChanged = make(chan struct{})
-	w.mu.reported = -1
+	w.mu.reported, w.mu.reportedLocal = -1, -1
 	w.space = sync.NewCond(&w.mu.Mutex)
 	now := time.Now()
 	for i, c := range clients {
@@ -200,6 +202,12 @@ func (w *Writer) onAckLocked(l *storeLink, entry int64) {
 	for id := max(l.ackedThrough+1, before+1); id <= entry; id++ {
 		advanced = w.mu.tracker.ack(l.index, id) || advanced
 	}
+	if l.member.StoreID == w.opts.LocalStore && w.opts.OnLocalDurable != nil && entry > l.ackedThrough {
+		select {
+		case w.notify <- struct{}{}:
+		default:
+		}
+	}
 	l.ackedThrough = max(l.ackedThrough, entry)
 	if advanced {
 		base := w.mu.retained[0].id
@@ -299,16 +307,35 @@ func (w *Writer) dispatchConfirms() {
 	}
 }
 
-// reportConfirmed gives OnConfirm the current LAC if it moved. Only the
-// dispatcher calls it, and Close after the dispatcher stopped, so calls
-// never overlap.
+// reportConfirmed gives OnLocalDurable the local store's progress and
+// OnConfirm the current LAC, each if it moved. Only the dispatcher calls it,
+// and Close after the dispatcher stopped, so calls never overlap.
 func (w *Writer) reportConfirmed() {
 	w.mu.Lock()
 	lac := w.mu.tracker.lac
 	moved := lac > w.mu.reported
 	w.mu.reported = max(w.mu.reported, lac)
+	local, localMoved := w.localDurableLocked()
 	w.mu.Unlock()
+	if localMoved {
+		w.opts.OnLocalDurable(local)
+	}
 	if moved && w.opts.OnConfirm != nil {
 		w.opts.OnConfirm(lac)
 	}
+}
+
+// localDurableLocked returns the local store's acked prefix if it moved
+// since the last report (never once Close began).
+func (w *Writer) localDurableLocked() (int64, bool) {
+	if w.opts.OnLocalDurable == nil || w.mu.closing || w.mu.err != nil {
+		return 0, false
+	}
+	for _, l := range w.links {
+		if l.member.StoreID == w.opts.LocalStore && l.failed == nil && l.ackedThrough > w.mu.reportedLocal {
+			w.mu.reportedLocal = l.ackedThrough
+			return l.ackedThrough, true
+		}
+	}
+	return 0, false
 }

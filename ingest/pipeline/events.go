@@ -62,6 +62,24 @@ func (p *Pipeline) Confirmed(ledger uint64, lac int64) {
 	}
 }
 
+// LocallyDurable: the writer's own store holds every entry ≤ entry of
+// ledger (fsynced), whatever the ack quorum says. Batches in them not yet
+// Acked or Logged are handed out in Ready.Acked, in order.
+func (p *Pipeline) LocallyDurable(ledger uint64, entry int64) {
+	if p.state != ledgerOpen || p.ledger != ledger {
+		return // a failing ledger: its close decides
+	}
+	for _, b := range p.inFlight {
+		if b.Ledger != ledger || !b.appended || b.Entry > entry {
+			return
+		}
+		if !b.acked {
+			b.acked = true
+			p.ready.Acked = append(p.ready.Acked, b)
+		}
+	}
+}
+
 // LedgerFailing: the ledger cannot take more writes (quorum lost, fenced,
 // grant refused, grant session lost). The caller closes it and reports
 // LedgerClosed; until then nothing is sealed or appended.

@@ -28,6 +28,7 @@ type Batch struct {
 	First    uint64 // first offset, once granted
 	queued   bool   // handed out in Ready.Appends
 	appended bool
+	acked    bool  // handed out in Ready.Acked (ack mode leader)
 	Entry    int64 // ledger entry, once appended
 	// AppendedAt is for the owner's metrics; the pipeline never reads it
 	// (it reads no clock).
@@ -64,13 +65,18 @@ type Ready struct {
 	Appends       []*Batch // granted, in entry order; report each with Appended
 	Written       []WrittenReport
 	Unused        []UnusedReport
-	Logged        []*Batch // durable: message i is at offset First+i
+	// Acked are batches the writer's own store fsynced, not yet confirmed
+	// at the ack quorum (LocallyDurable, ack mode leader): producers may be
+	// told now. Each is still Logged later — or, if its ledger closes below
+	// it, re-granted like any unconfirmed batch.
+	Acked  []*Batch
+	Logged []*Batch // durable: message i is at offset First+i
 }
 
 // Empty reports whether there is nothing to do.
 func (r Ready) Empty() bool {
 	return !r.NeedLedger && len(r.GrantRequests) == 0 && len(r.Appends) == 0 &&
-		len(r.Written) == 0 && len(r.Unused) == 0 && len(r.Logged) == 0
+		len(r.Written) == 0 && len(r.Unused) == 0 && len(r.Acked) == 0 && len(r.Logged) == 0
 }
 
 // Config bounds batches.

@@ -260,3 +260,50 @@ func runSchedule(t *testing.T, seed uint64) {
 		}
 	}
 }
+
+// Ack mode leader: batches the local store fsynced are acked early, in
+// order and once; the quorum still decides Written and Logged, and a close
+// below an early-acked batch re-grants it.
+func TestLocallyDurableAcksEarlyAndTheQuorumStillDecides(t *testing.T) {
+	p := mustNew(t, Config{MaxBatchMessages: 1, MaxInFlight: 8})
+	p.LedgerOpened(5)
+	p.Add(msgs(1, 0, 3)...)
+	r := p.Ready()
+	for i, g := range r.GrantRequests {
+		if err := p.Granted(g.BatchID, uint64(100+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = p.Ready()
+	for i, b := range r.Appends {
+		if err := p.Appended(b.ID, int64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.LocallyDurable(5, 2)
+	r = p.Ready()
+	if len(r.Acked) != 2 || r.Acked[0].First != 100 || r.Acked[1].First != 101 || len(r.Logged) != 0 || len(r.Written) != 0 {
+		t.Fatalf("after local durable 2: %+v", r)
+	}
+	p.LocallyDurable(5, 2)
+	p.LocallyDurable(4, 3) // another ledger: ignored
+	if r = p.Ready(); len(r.Acked) != 0 {
+		t.Fatalf("acked again or for another ledger: %+v", r.Acked)
+	}
+	p.Confirmed(5, 1)
+	if r = p.Ready(); len(r.Logged) != 1 || len(r.Written) != 1 || len(r.Acked) != 0 {
+		t.Fatalf("after LAC 1: %+v", r)
+	}
+	// The ledger closes at entry 1: the early-acked batch in entry 2 is not
+	// logged there; its message is sealed again for the next ledger.
+	p.LedgerFailing(5)
+	p.LedgerClosed(5, 1)
+	r = p.Ready()
+	if len(r.Logged) != 0 || !r.NeedLedger || p.Waiting() != 2 {
+		t.Fatalf("after close at 1: %+v, waiting %d", r, p.Waiting())
+	}
+	p.LedgerOpened(6)
+	if r = p.Ready(); len(r.GrantRequests) != 2 || r.GrantRequests[0].Ledger != 6 {
+		t.Fatalf("re-grants %+v", r.GrantRequests)
+	}
+}

@@ -88,3 +88,65 @@ func values(msgs []*orderlogpb.StoredMessage) []string {
 	}
 	return out
 }
+
+// TestAckModeLeaderAcksOnTheLocalFsync runs ledgers W=3/A=2 and an ingest
+// node in ack mode leader. With the two other stores stopped, a message is
+// still acknowledged (its node's own store fsynced it) while the committed
+// watermark stays below it: the quorum has not confirmed it.
+func TestAckModeLeaderAcksOnTheLocalFsync(t *testing.T) {
+	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	start := func(roles Roles, mode ingest.AckMode) *Server {
+		t.Helper()
+		s, err := Start(Config{Roles: roles, EtcdEndpoints: []string{etcd.Endpoint()}, DataDir: t.TempDir(),
+			NodeName: fmt.Sprintf("n%d", time.Now().UnixNano()), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: t.Logf,
+			Ingest: ingest.Config{W: 3, A: 2, Tolerate: 1, AckMode: mode}, Commit: Replication{W: 3, A: 2, Tolerate: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	leader := start(Roles{Ingest: true}, ingest.AckLeader)
+	defer leader.Close()
+	others := []*Server{start(Roles{Ingest: true}, ingest.AckQuorum), start(Roles{Ingest: true}, ingest.AckQuorum)}
+	seq := start(Roles{Sequencer: true}, ingest.AckQuorum)
+	defer seq.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, s := range append(others, leader) {
+		if err := s.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := dial(t, leader)
+	p, err := c.NewProducer(ctx, "app", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	first, err := p.Produce(ctx, msg("t", "", "with all stores"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCommitted(t, c, first[0].Offset+1)
+
+	for _, s := range others {
+		s.Close()
+	}
+	ackCtx, cancelAck := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelAck()
+	second, err := p.Produce(ackCtx, msg("t", "", "with one store"))
+	if err != nil {
+		t.Fatalf("no ack in ack mode leader with the local store up: %v", err)
+	}
+	st, err := dial(t, seq).Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Committed > second[0].Offset {
+		t.Fatalf("C = %d passed offset %d, which only one of three stores holds", st.Committed, second[0].Offset)
+	}
+}

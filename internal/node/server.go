@@ -233,6 +233,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 		close(s.done)
 	}
 	if s.cfg.Roles.Ingest {
+		s.cfg.Ingest.LocalStore = s.store.StoreID()
 		chooser := func(ctx context.Context, w int) ([]ledger.Member, error) {
 			return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
 		}
