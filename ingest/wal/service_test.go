@@ -11,11 +11,25 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"orderlog/ingest/wal/walfs"
 	"orderlog/proto/walpb"
 )
+
+// serveFunc serves s and returns a client of it.
+type serveFunc func(t *testing.T, s *Store) walpb.WALClient
+
+// forEachTransport runs a service test over gRPC and over the in-process
+// LocalClient: both must give the same answers.
+func forEachTransport(t *testing.T, test func(*testing.T, serveFunc)) {
+	t.Run("grpc", func(t *testing.T) { test(t, serveTest) })
+	t.Run("local", func(t *testing.T) {
+		test(t, func(t *testing.T, s *Store) walpb.WALClient { return NewLocalClient(NewService(s)) })
+	})
+}
 
 // serveTest serves s on a loopback port and returns a client.
 func serveTest(t *testing.T, s *Store) walpb.WALClient {
@@ -43,10 +57,12 @@ func addEntry(inc uint64, ledger uint64, entry int64) *walpb.AddEntry {
 		RequestId: uint64(entry) + 1000}
 }
 
-func TestServiceAddReadFenceClose(t *testing.T) {
+func TestServiceAddReadFenceClose(t *testing.T) { forEachTransport(t, testServiceAddReadFenceClose) }
+
+func testServiceAddReadFenceClose(t *testing.T, serve serveFunc) {
 	s := openMem(t, walfs.NewCrashFS(1), func(c *Config) { c.SegmentSize = 1 << 20 })
 	defer s.Close()
-	client := serveTest(t, s)
+	client := serve(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	inc := s.Incarnation()
@@ -178,10 +194,14 @@ func TestServiceAddReadFenceClose(t *testing.T) {
 // TestServiceResultsWaitForFsync holds the fdatasync and checks that no
 // result is sent until it completes.
 func TestServiceResultsWaitForFsync(t *testing.T) {
+	forEachTransport(t, testServiceResultsWaitForFsync)
+}
+
+func testServiceResultsWaitForFsync(t *testing.T, serve serveFunc) {
 	fsys := walfs.NewCrashFS(1)
 	s := openMem(t, fsys, nil)
 	defer s.Close()
-	client := serveTest(t, s)
+	client := serve(t, s)
 	release := make(chan struct{})
 	syncStarted := make(chan struct{})
 	var blocked atomic.Bool
@@ -232,10 +252,12 @@ func TestServiceResultsWaitForFsync(t *testing.T) {
 // TestServiceConcurrentStreams runs several AddEntries streams, readers and
 // fences at once (meaningful under -race): each stream's results arrive
 // complete and in order, and what was acknowledged reads back.
-func TestServiceConcurrentStreams(t *testing.T) {
+func TestServiceConcurrentStreams(t *testing.T) { forEachTransport(t, testServiceConcurrentStreams) }
+
+func testServiceConcurrentStreams(t *testing.T, serve serveFunc) {
 	s := openMem(t, walfs.NewCrashFS(1), func(c *Config) { c.SegmentSize = 64 << 10 })
 	defer s.Close()
-	client := serveTest(t, s)
+	client := serve(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	inc := s.Incarnation()
@@ -309,5 +331,34 @@ func TestServiceConcurrentStreams(t *testing.T) {
 		for e := int64(0); e < perStream; e++ {
 			expectPresent(t, s, uint64(w+1), e)
 		}
+	}
+}
+
+// A cancelled in-process stream ends both ends like a gRPC stream: Recv
+// reports Canceled and the handler returns.
+func TestLocalStreamCancel(t *testing.T) {
+	s := openMem(t, walfs.NewCrashFS(1), nil)
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := NewLocalClient(NewService(s)).AddEntries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&walpb.AddEntriesRequest{Entries: []*walpb.AddEntry{addEntry(s.Incarnation(), 1, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil || len(resp.Results) != 1 || resp.Results[0].Code != walpb.AddCode_ADD_OK {
+		t.Fatalf("first result %v, %v", resp, err)
+	}
+	cancel()
+	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
+		t.Fatalf("Recv after cancel: %v", err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&walpb.AddEntriesRequest{}); err == nil {
+		t.Fatal("Send after CloseSend succeeded")
 	}
 }

@@ -116,22 +116,23 @@ func (c *Config) Validate() error {
 
 // Server is a running orderlog process.
 type Server struct {
-	cfg        Config
-	etcd       *etcdserver.Server
-	cli        *clientv3.Client
-	store      *wal.Store
-	grpc       *grpc.Server
-	grpcLis    net.Listener
-	http       *http.Server
-	httpLis    net.Listener
-	grpcDialer *ledger.GRPCDialer
-	dialer     *resolvingDialer
-	sequencer  *sequencer.Node
-	ingest     *ingest.Node
-	reader     *reader.Reader
-	storeLease clientv3.LeaseID
-	cancel     context.CancelFunc
-	done       chan struct{}
+	cfg          Config
+	etcd         *etcdserver.Server
+	cli          *clientv3.Client
+	store        *wal.Store
+	storeService *wal.Service
+	grpc         *grpc.Server
+	grpcLis      net.Listener
+	http         *http.Server
+	httpLis      net.Listener
+	grpcDialer   *ledger.GRPCDialer
+	dialer       ledger.Dialer
+	sequencer    *sequencer.Node
+	ingest       *ingest.Node
+	reader       *reader.Reader
+	storeLease   clientv3.LeaseID
+	cancel       context.CancelFunc
+	done         chan struct{}
 }
 
 // Start starts every role and serves until Close.
@@ -164,8 +165,13 @@ func (s *Server) start() error {
 		}
 	}
 	s.grpcDialer = ledger.NewGRPCDialer()
-	if s.dialer, err = newResolvingDialer(ctx, s.cli, s.grpcDialer); err != nil {
+	resolving, err := newResolvingDialer(ctx, s.cli, s.grpcDialer)
+	if err != nil {
 		return err
+	}
+	s.dialer = resolving
+	if s.store != nil {
+		s.dialer = localFirstDialer{storeID: s.store.StoreID(), local: wal.NewLocalClient(s.storeService), next: resolving}
 	}
 	if err := s.startRoles(ctx); err != nil {
 		return err
@@ -204,7 +210,8 @@ func (s *Server) openStore(ctx context.Context) error {
 	for _, c := range s.store.Corruptions() {
 		s.cfg.Logf("orderlog: WAL store: %v (answered UNKNOWN)", c)
 	}
-	walpb.RegisterWALServer(s.grpc, wal.NewService(s.store))
+	s.storeService = wal.NewService(s.store)
+	walpb.RegisterWALServer(s.grpc, s.storeService)
 	lease, err := s.cli.Grant(ctx, 5)
 	if err != nil {
 		return fmt.Errorf("store lease: %w", err)
