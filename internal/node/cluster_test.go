@@ -23,17 +23,7 @@ func TestRolesAsACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer etcd.Close()
-	endpoints := []string{etcd.Endpoint()}
-	start := func(roles Roles) *Server {
-		t.Helper()
-		s, err := Start(Config{Roles: roles, EtcdEndpoints: endpoints, DataDir: t.TempDir(), NodeName: fmt.Sprintf("n%d", time.Now().UnixNano()),
-			GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: t.Logf,
-			Ingest: ingest.Config{W: 3, A: 2, Tolerate: 1}, Commit: Replication{W: 3, A: 2, Tolerate: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	start := func(roles Roles) *Server { return startClusterNode(t, etcd, roles, ingest.AckQuorum) }
 	var ingests []*Server
 	for i := 0; i < 3; i++ {
 		s := start(Roles{Ingest: true})
@@ -81,6 +71,19 @@ func TestRolesAsACluster(t *testing.T) {
 	}
 }
 
+// startClusterNode starts a role process on etcd with ledgers and the commit
+// ledger replicated W=3/A=2, on loopback ports.
+func startClusterNode(t *testing.T, etcd *etcdserver.Server, roles Roles, mode ingest.AckMode) *Server {
+	t.Helper()
+	s, err := Start(Config{Roles: roles, EtcdEndpoints: []string{etcd.Endpoint()}, DataDir: t.TempDir(),
+		NodeName: fmt.Sprintf("n%d", time.Now().UnixNano()), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: t.Logf,
+		Ingest: ingest.Config{W: 3, A: 2, Tolerate: 1, AckMode: mode}, Commit: Replication{W: 3, A: 2, Tolerate: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func values(msgs []*orderlogpb.StoredMessage) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
@@ -99,16 +102,7 @@ func TestAckModeLeaderAcksOnTheLocalFsync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer etcd.Close()
-	start := func(roles Roles, mode ingest.AckMode) *Server {
-		t.Helper()
-		s, err := Start(Config{Roles: roles, EtcdEndpoints: []string{etcd.Endpoint()}, DataDir: t.TempDir(),
-			NodeName: fmt.Sprintf("n%d", time.Now().UnixNano()), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: t.Logf,
-			Ingest: ingest.Config{W: 3, A: 2, Tolerate: 1, AckMode: mode}, Commit: Replication{W: 3, A: 2, Tolerate: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
+	start := func(roles Roles, mode ingest.AckMode) *Server { return startClusterNode(t, etcd, roles, mode) }
 	leader := start(Roles{Ingest: true}, ingest.AckLeader)
 	defer leader.Close()
 	others := []*Server{start(Roles{Ingest: true}, ingest.AckQuorum), start(Roles{Ingest: true}, ingest.AckQuorum)}
