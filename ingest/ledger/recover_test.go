@@ -33,8 +33,9 @@ func TestRecoveryUnknownIsNotAbsent(t *testing.T) {
 	c.net.cutReads("recovery", c.slots[2].name, true)
 
 	// Long enough for the fence and the reads even under the race detector
-	// on a loaded machine; the recovery must still be waiting at the end.
-	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	// on a loaded machine (3 s was not, with make test running the race
+	// packages side by side); the recovery must still be waiting at the end.
+	short, cancelShort := context.WithTimeout(ctx, 8*time.Second)
 	_, err := Recover(short, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: time.Second})
 	cancelShort()
 	var incomplete *RecoveryIncompleteError
@@ -77,8 +78,9 @@ func TestRecoveryWaitsWhenAHoldersImpossible(t *testing.T) {
 	c.slots[2].restart(t, true)
 
 	// Long enough for the fence and the reads even under the race detector
-	// on a loaded machine; the recovery must still be waiting at the end.
-	short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+	// on a loaded machine (3 s was not, with make test running the race
+	// packages side by side); the recovery must still be waiting at the end.
+	short, cancelShort := context.WithTimeout(ctx, 8*time.Second)
 	defer cancelShort()
 	_, err := Recover(short, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: time.Second})
 	var incomplete *RecoveryIncompleteError
