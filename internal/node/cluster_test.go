@@ -36,11 +36,7 @@ func TestRolesAsACluster(t *testing.T) {
 	defer rd.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, s := range append(ingests, rd) {
-		if err := s.WaitReady(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitAllReady(t, ctx, append(ingests, rd)...)
 
 	var last uint64
 	for i, s := range ingests[:2] {
@@ -84,6 +80,15 @@ func startClusterNode(t *testing.T, etcd *etcdserver.Server, roles Roles, mode i
 	return s
 }
 
+func waitAllReady(t *testing.T, ctx context.Context, servers ...*Server) {
+	t.Helper()
+	for _, s := range servers {
+		if err := s.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func values(msgs []*orderlogpb.StoredMessage) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
@@ -110,11 +115,7 @@ func TestAckModeLeaderAcksOnTheLocalFsync(t *testing.T) {
 	defer seq.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for _, s := range append(others, leader) {
-		if err := s.WaitReady(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitAllReady(t, ctx, append(others, leader)...)
 	c := dial(t, leader)
 	p, err := c.NewProducer(ctx, "app", client.ProducerOptions{})
 	if err != nil {
