@@ -30,6 +30,9 @@ type Writer struct {
 	meta   Metadata
 	opts   WriterOptions
 	links  []*storeLink
+	// localLink is the link to WriterOptions.LocalStore when OnLocalDurable
+	// is set, else nil.
+	localLink *storeLink
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -85,6 +88,9 @@ func startWriter(cli *clientv3.Client, m Metadata, clients []walpb.WALClient, o 
 			wake: make(chan struct{}, 1), ackedThrough: -1, lastProgress: now})
 	}
 	for _, l := range w.links {
+		if o.OnLocalDurable != nil && l.member.StoreID == o.LocalStore {
+			w.localLink = l
+		}
 		w.wg.Add(1)
 		go w.runLink(l)
 	}
@@ -202,7 +208,7 @@ func (w *Writer) onAckLocked(l *storeLink, entry int64) {
 	for id := max(l.ackedThrough+1, before+1); id <= entry; id++ {
 		advanced = w.mu.tracker.ack(l.index, id) || advanced
 	}
-	if l.member.StoreID == w.opts.LocalStore && w.opts.OnLocalDurable != nil && entry > l.ackedThrough {
+	if l == w.localLink && entry > l.ackedThrough {
 		select {
 		case w.notify <- struct{}{}:
 		default:
@@ -328,14 +334,10 @@ func (w *Writer) reportConfirmed() {
 // localDurableLocked returns the local store's acked prefix if it moved
 // since the last report (never once Close began).
 func (w *Writer) localDurableLocked() (int64, bool) {
-	if w.opts.OnLocalDurable == nil || w.mu.closing || w.mu.err != nil {
+	l := w.localLink
+	if l == nil || w.mu.closing || w.mu.err != nil || l.failed != nil || l.ackedThrough <= w.mu.reportedLocal {
 		return 0, false
 	}
-	for _, l := range w.links {
-		if l.member.StoreID == w.opts.LocalStore && l.failed == nil && l.ackedThrough > w.mu.reportedLocal {
-			w.mu.reportedLocal = l.ackedThrough
-			return l.ackedThrough, true
-		}
-	}
-	return 0, false
+	w.mu.reportedLocal = l.ackedThrough
+	return l.ackedThrough, true
 }
