@@ -26,16 +26,16 @@ type pendingEntry struct {
 // Append, WaitConfirmed, LAC and Err are safe for concurrent use; Close
 // is called once, and must be: it also stops the writer's goroutines.
 type Writer struct {
-	cli    *clientv3.Client
-	meta   Metadata
-	opts   WriterOptions
-	links  []*storeLink
+	cli   *clientv3.Client
+	meta  Metadata
+	opts  WriterOptions
+	links []*storeLink
 	// localLink is the link to WriterOptions.LocalStore when OnLocalDurable
 	// is set, else nil.
 	localLink *storeLink
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 	// notify wakes the confirm dispatcher (capacity 1, never blocks a sender).
 	notify chan struct{}
 
