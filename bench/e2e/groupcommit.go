@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"syscall"
@@ -16,11 +15,15 @@ import (
 // its latency is the floor any fsync-before-ack log has on this disk at
 // this rate, measured minutes (not hours) from the e2e figure it is
 // compared with. It returns the per-frame latencies.
+//
+// Each call writes a new file and leaves it for the caller's final cleanup:
+// on a file system mounted with `discard` (as here), deleting a GiB-sized
+// file sends TRIMs that stall the disk's fsyncs for tens of milliseconds,
+// which would land on whatever is measured next.
 func idealGroupCommit(dir string, frameBytes int, rate float64, duration time.Duration) []time.Duration {
 	check(os.MkdirAll(dir, 0o755))
-	f, err := os.Create(filepath.Join(dir, "groupcommit.dat"))
+	f, err := os.CreateTemp(dir, "groupcommit-*.dat")
 	check(err)
-	defer os.Remove(f.Name())
 	defer f.Close()
 
 	var mu sync.Mutex
