@@ -133,10 +133,9 @@ func (s *Store) takePendingLocked() *batch {
 }
 
 func (s *Store) syncActive() error {
-	s.stats.syncs.Add(1)
 	start := time.Now()
 	err := s.active.Sync()
-	s.stats.syncNanos.Add(int64(time.Since(start)))
+	s.stats.observeSync(time.Since(start))
 	if err != nil {
 		return fmt.Errorf("fdatasync %s: %w", segmentName(s.activeSeq), err)
 	}

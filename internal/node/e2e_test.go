@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -322,6 +323,8 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	if _, _, raw := httpDo(t, "GET", base+"/metrics", "", nil); !strings.Contains(raw, "orderlog_ingest_logged_messages_total 2") || !strings.Contains(raw, "orderlog_committed_watermark 2") {
 		t.Errorf("metrics lack counters:\n%.2000s", raw)
+	} else if m := regexp.MustCompile(`(?m)^orderlog_wal_fsync_latency_seconds_count (\d+)$`).FindStringSubmatch(raw); m == nil || m[1] == "0" {
+		t.Errorf("metrics lack the WAL fsync latency histogram (%v)", m)
 	}
 }
 

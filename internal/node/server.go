@@ -306,6 +306,9 @@ func (s *Server) startHTTP() error {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registry.MustRegister(s.ingest.Collectors()...)
 	registry.MustRegister(newStatusCollector(s))
+	if s.store != nil {
+		registry.MustRegister(newStoreCollector(s.store))
+	}
 	handler.Mux().Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	if s.cfg.Pprof {
 		registerPprof(handler.Mux())
