@@ -87,6 +87,13 @@ type WriterOptions struct {
 	// reported here can still be cut off by a close at a lower LAC. Nothing is
 	// reported once Close began.
 	OnLocalDurable func(entry int64)
+	// ReleasePayload, if set, is handed each appended payload once every
+	// ensemble member acked its entry, so the caller can reuse the buffer:
+	// no store needs it any more and the writer keeps no reference. Payloads
+	// of entries some member never acked (a dropped store, a close) are
+	// never handed back. Called with the writer's lock held: it must only
+	// store the buffer.
+	ReleasePayload func(payload []byte)
 }
 
 func (o *WriterOptions) fillDefaults() {

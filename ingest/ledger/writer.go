@@ -255,6 +255,7 @@ func (w *Writer) releaseLocked() {
 			n = int(min(bound-w.mu.retained[0].id+1, int64(len(w.mu.retained))))
 		}
 		if n > 0 {
+			w.recyclePayloadsLocked(w.mu.retained[:n])
 			w.mu.retained = w.mu.retained[n:]
 		}
 		if len(w.mu.retained) <= w.opts.MaxRetained || slowest == nil {
@@ -262,6 +263,29 @@ func (w *Writer) releaseLocked() {
 		}
 		slowest.failed = fmt.Errorf("store %s lags more than %d entries", slowest.member.StoreID, w.opts.MaxRetained)
 		w.checkQuorumLocked(time.Now())
+	}
+}
+
+// recyclePayloadsLocked hands ReleasePayload the payloads of released
+// entries that every link acked. An ack comes after the store received the
+// whole frame (over gRPC, after Send marshalled it; in process, after the
+// store copied it into its journal), and a link never resends an acked
+// entry, so nothing refers to those payloads any more. A dropped store's
+// link may still be sending what it never acked: those are left to the
+// garbage collector.
+func (w *Writer) recyclePayloadsLocked(released []pendingEntry) {
+	if w.opts.ReleasePayload == nil {
+		return
+	}
+	everyLink := released[len(released)-1].id
+	for _, l := range w.links {
+		everyLink = min(everyLink, l.ackedThrough)
+	}
+	for i := range released {
+		if released[i].id <= everyLink {
+			w.opts.ReleasePayload(released[i].payload)
+		}
+		released[i].payload = nil
 	}
 }
 
