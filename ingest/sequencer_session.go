@@ -24,6 +24,7 @@ import (
 // (so the node closes that ledger and opens another).
 type SequencerSession struct {
 	etcd        *clientv3.Client
+	local       LocalSequencer
 	incarnation string
 	leaseID     int64
 	onClose     func(ledgerID uint64)
@@ -40,19 +41,25 @@ type SequencerSession struct {
 	}
 }
 
+// LocalSequencer returns in-process Grant streams to the sequencer leader
+// at addr when that leader runs in this process, else nil.
+type LocalSequencer func(addr string) sequencer.GrantStreamer
+
 // NewSequencerSession starts the session. onClose is called (from the
-// session's goroutine) when the sequencer asks a ledger to be closed.
-func NewSequencerSession(etcd *clientv3.Client, incarnation string, leaseID int64, onClose func(uint64)) *SequencerSession {
-	s := &SequencerSession{etcd: etcd, incarnation: incarnation, leaseID: leaseID, onClose: onClose,
+// session's goroutine) when the sequencer asks a ledger to be closed. local
+// may be nil.
+func NewSequencerSession(etcd *clientv3.Client, local LocalSequencer, incarnation string, leaseID int64, onClose func(uint64)) *SequencerSession {
+	s := &SequencerSession{etcd: etcd, local: local, incarnation: incarnation, leaseID: leaseID, onClose: onClose,
 		replies: make(chan GrantReply, 4096), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.run()
 	return s
 }
 
-// SequencerSessions is the GrantSessionFactory of real nodes.
-func SequencerSessions(etcd *clientv3.Client) GrantSessionFactory {
+// SequencerSessions is the GrantSessionFactory of real nodes; local (may be
+// nil) finds a leader in this process.
+func SequencerSessions(etcd *clientv3.Client, local LocalSequencer) GrantSessionFactory {
 	return func(incarnation string, leaseID int64, onClose func(uint64)) GrantSession {
-		return NewSequencerSession(etcd, incarnation, leaseID, onClose)
+		return NewSequencerSession(etcd, local, incarnation, leaseID, onClose)
 	}
 }
 
@@ -142,15 +149,24 @@ func (s *SequencerSession) serve() error {
 	if err != nil {
 		return err
 	}
-	conn, err := grpc.NewClient(addr, grpcopt.DialOptions()...)
-	if err != nil {
-		return err
+	var conn *grpc.ClientConn // nil for an in-process leader
+	var streams sequencer.GrantStreamer
+	if s.local != nil {
+		streams = s.local(addr)
+	}
+	if streams == nil {
+		if conn, err = grpc.NewClient(addr, grpcopt.DialOptions()...); err != nil {
+			return err
+		}
+		streams = pb.NewSequencerClient(conn)
 	}
 	streamCtx, cancelStream := context.WithCancel(context.Background())
 	defer cancelStream()
-	client, err := sequencer.DialGrant(streamCtx, conn, s.incarnation, s.leaseID)
+	client, err := sequencer.DialGrant(streamCtx, streams, s.incarnation, s.leaseID)
 	if err != nil {
-		conn.Close()
+		if conn != nil {
+			conn.Close()
+		}
 		return err
 	}
 	s.mu.Lock()

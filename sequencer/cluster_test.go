@@ -204,7 +204,7 @@ func (in *testIngest) connect(ctx context.Context) error {
 	}
 	in.conn = conn
 	in.lastEnd = 0
-	gc, err := DialGrant(ctx, conn, in.inc, int64(in.lease))
+	gc, err := DialGrant(ctx, pb.NewSequencerClient(conn), in.inc, int64(in.lease))
 	if err != nil {
 		return err
 	}

@@ -22,8 +22,12 @@ type Service struct {
 // NewService serves node.
 func NewService(node *Node) *Service { return &Service{node: node} }
 
-// Register registers the service on srv.
-func Register(srv *grpc.Server, node *Node) { pb.RegisterSequencerServer(srv, NewService(node)) }
+// Register registers a service of node on srv and returns it.
+func Register(srv *grpc.Server, node *Node) *Service {
+	svc := NewService(node)
+	pb.RegisterSequencerServer(srv, svc)
+	return svc
+}
 
 // grantStream is the sequencer side of one Grant stream: an outbox the
 // leader fills without blocking and a sender goroutine that drains it, many

@@ -128,11 +128,13 @@ type Server struct {
 	grpcDialer   *ledger.GRPCDialer
 	dialer       ledger.Dialer
 	sequencer    *sequencer.Node
-	ingest       *ingest.Node
-	reader       *reader.Reader
-	storeLease   clientv3.LeaseID
-	cancel       context.CancelFunc
-	done         chan struct{}
+	// sequencerService serves s.sequencer; LocalGrants reaches it in process.
+	sequencerService *sequencer.Service
+	ingest           *ingest.Node
+	reader           *reader.Reader
+	storeLease       clientv3.LeaseID
+	cancel           context.CancelFunc
+	done             chan struct{}
 }
 
 // Start starts every role and serves until Close.
@@ -245,7 +247,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 			return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
 		}
 		var err error
-		if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli)); err != nil {
+		if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli, s.localSequencer)); err != nil {
 			return err
 		}
 		ingest.NewProducerService(s.ingest).Register(s.grpc)
@@ -260,6 +262,15 @@ func (s *Server) startRoles(ctx context.Context) error {
 	return nil
 }
 
+// localSequencer reaches the sequencer leader at addr in process when that
+// leader is this process's own sequencer node.
+func (s *Server) localSequencer(addr string) sequencer.GrantStreamer {
+	if s.sequencerService == nil || addr != s.grpcLis.Addr().String() {
+		return nil
+	}
+	return sequencer.LocalGrants(s.sequencerService)
+}
+
 // startSequencer creates the sequencer node and campaigns once the stores
 // for its commit ledger are registered.
 func (s *Server) startSequencer(ctx context.Context) error {
@@ -271,7 +282,7 @@ func (s *Server) startSequencer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sequencer.Register(s.grpc, s.sequencer)
+	s.sequencerService = sequencer.Register(s.grpc, s.sequencer)
 	preferred := ""
 	if s.store != nil {
 		preferred = s.store.StoreID()
