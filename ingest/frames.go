@@ -13,11 +13,17 @@ import (
 // frame is one produce request being answered. Owned by the node loop.
 // Invariant: remaining counts the messages of the frame without an ack yet;
 // the frame is answered exactly once, when remaining reaches 0 or on refusal.
+// unlogged counts its messages in the pipeline: their records (which may
+// alias the request's receive buffer) are encoded again if their ledger
+// closes below them, even after an early ack (ack mode leader), so the
+// buffer is released only when the frame is answered and unlogged is 0.
 type frame struct {
 	request   *orderlogpb.ProduceRequest
 	acks      []*orderlogpb.Ack
 	remaining int
+	unlogged  int
 	answer    func(*orderlogpb.ProduceResponse)
+	release   func() // nil once called (or if the request owns its bytes)
 	arrived   time.Time
 }
 
@@ -35,6 +41,16 @@ func (f *frame) ack(i int, ack *orderlogpb.Ack) {
 	f.remaining--
 	if f.remaining == 0 {
 		f.answer(&orderlogpb.ProduceResponse{RequestId: f.request.RequestId, Acks: f.acks})
+		f.releaseIfDone()
+	}
+}
+
+// releaseIfDone releases the request's receive buffer once nothing needs
+// the frame's messages any more.
+func (f *frame) releaseIfDone() {
+	if f.release != nil && f.remaining == 0 && f.unlogged == 0 {
+		f.release()
+		f.release = nil
 	}
 }
 
@@ -48,6 +64,7 @@ func (f *frame) refuse(err error) {
 	}
 	f.remaining = 0
 	f.answer(resp)
+	f.releaseIfDone()
 }
 
 // messageRef is what the pipeline carries for one message: where its ack

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"orderlog/internal/apierr"
+	"orderlog/internal/grpcopt"
 	"orderlog/proto/orderlogpb"
 )
 
@@ -48,7 +49,10 @@ func (s *ProducerService) Produce(stream grpc.BidiStreamingServer[orderlogpb.Pro
 		}
 	}
 	for {
-		req, err := stream.Recv()
+		// Received undecoded and decoded in place: message values stay in
+		// the receive buffer until the frame releases it.
+		var raw grpcopt.Raw
+		err := stream.RecvMsg(&raw)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -56,9 +60,15 @@ func (s *ProducerService) Produce(stream grpc.BidiStreamingServer[orderlogpb.Pro
 			return err
 		}
 		if ctx.Err() != nil {
+			raw.Buf.Free()
 			return <-sendErr
 		}
-		s.node.Produce(req, answer)
+		req, err := decodeProduceRequest(raw.Buf.ReadOnlyData())
+		if err != nil {
+			raw.Buf.Free()
+			return apierr.New(apierr.MalformedRequest, "%v", err)
+		}
+		s.node.ProduceFromBuffer(req, raw.Buf.Free, answer)
 	}
 }
 

@@ -22,11 +22,20 @@ var spanNone = ledger.Span{}
 // loop goroutine, when every message of the frame is logged (or the frame
 // is refused). It must not block.
 func (n *Node) Produce(req *orderlogpb.ProduceRequest, answer func(*orderlogpb.ProduceResponse)) {
+	n.ProduceFromBuffer(req, nil, answer)
+}
+
+// ProduceFromBuffer is Produce for a request whose bytes fields alias a
+// receive buffer: release (if not nil) is called once, on the node's loop
+// goroutine, when the frame is answered and none of its messages is waiting
+// to be logged any more — or never, if the node stops first.
+func (n *Node) ProduceFromBuffer(req *orderlogpb.ProduceRequest, release func(), answer func(*orderlogpb.ProduceResponse)) {
 	var f *frame
 	f = newFrame(req, func(resp *orderlogpb.ProduceResponse) {
 		n.metrics.observeFrame(resp, f.arrived)
 		answer(resp)
 	})
+	f.release = release
 	if err := n.validate(req); err != nil {
 		f.refuse(err)
 		return
@@ -86,6 +95,7 @@ func (n *Node) produce(f *frame) {
 	if req.ProducerId == 0 { // at-least-once: no sequence check, no dedup
 		for i, m := range req.Messages {
 			n.pipe.Add(pipeline.Message{Size: len(m.Value), Payload: &messageRef{frame: f, index: i, record: batch.FromProto(m)}})
+			f.unlogged++
 		}
 		return
 	}
@@ -115,6 +125,7 @@ func (n *Node) produceOwned(f *frame) {
 		if seq >= decision.AcceptFrom {
 			n.pipe.Add(pipeline.Message{ProducerID: req.ProducerId, Epoch: req.Epoch, Seq: seq, Size: len(m.Value),
 				Payload: &messageRef{frame: f, index: i, record: batch.FromProto(m)}})
+			f.unlogged++
 			continue
 		}
 		switch verdict, offset := n.table.Lookup(req.ProducerId, seq); verdict {
@@ -164,6 +175,7 @@ func (n *Node) logged(b *pipeline.Batch) {
 	for i, m := range b.Messages {
 		offset := b.First + uint64(i)
 		ref := m.Payload.(*messageRef)
+		ref.frame.unlogged--
 		ref.frame.ack(ref.index, &orderlogpb.Ack{Offset: offset})
 		if m.ProducerID == 0 {
 			continue
@@ -174,6 +186,9 @@ func (n *Node) logged(b *pipeline.Batch) {
 			w.frame.ack(w.index, &orderlogpb.Ack{Offset: offset, Duplicate: true})
 		}
 		delete(n.dupWaiters, key)
+	}
+	for _, m := range b.Messages {
+		m.Payload.(*messageRef).frame.releaseIfDone()
 	}
 	n.metrics.loggedMessages.Add(float64(len(b.Messages)))
 }

@@ -42,7 +42,18 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, sharedPool)}, nil
 }
 
+// Raw receives a message undecoded: RecvMsg(&raw) leaves the message's
+// bytes in Buf, one buffer the receiver owns and must Free exactly once,
+// after nothing refers to them any more. A decoder that aliases the buffer
+// (instead of copying bytes fields, as proto.Unmarshal does) keeps the
+// payloads where they arrived.
+type Raw struct{ Buf mem.Buffer }
+
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if raw, ok := v.(*Raw); ok {
+		raw.Buf = data.MaterializeToBuffer(sharedPool) // a reference of its own: gRPC frees data
+		return nil
+	}
 	m := messageOf(v)
 	if m == nil {
 		return fmt.Errorf("grpcopt: cannot unmarshal into %T, not a proto.Message", v)

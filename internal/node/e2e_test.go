@@ -1,19 +1,25 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"orderlog/client"
 	"orderlog/internal/apierr"
 	"orderlog/proto/orderlogpb"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // startServer runs a whole orderlog in-process on free ports.
@@ -229,6 +235,10 @@ func TestBadInputGetsStableCodesAndServerStaysHealthy(t *testing.T) {
 			t.Errorf("request %d: got %q (%s), want %s", tc.req.RequestId, resp.ErrorCode, resp.ErrorMessage, tc.want)
 		}
 	}
+	// Undecodable protobuf: the stream ends with MALFORMED_REQUEST.
+	if code := sendUndecodableFrame(ctx, t, s.GRPCAddr()); code != apierr.MalformedRequest {
+		t.Errorf("undecodable frame: got %q, want %s", code, apierr.MalformedRequest)
+	}
 	// Reads beyond C and absurd limits.
 	err = c.Read(ctx, 1_000_000, 10, func(*client.Page) error { return nil })
 	if apierr.As(err).Code != apierr.OffsetOutOfRange {
@@ -254,6 +264,42 @@ func TestBadInputGetsStableCodesAndServerStaysHealthy(t *testing.T) {
 	if len(msgs) != 1 || string(msgs[0].Message.Value) != "fine" {
 		t.Fatalf("log holds %d messages, want only the good one", len(msgs))
 	}
+}
+
+// bytesCodec sends []byte messages as they are, under the protobuf codec's
+// name, so the server decodes them as protobuf.
+type bytesCodec struct{}
+
+func (bytesCodec) Marshal(v any) ([]byte, error) { return v.([]byte), nil }
+func (bytesCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (bytesCodec) Name() string { return "proto" }
+
+// sendUndecodableFrame sends a Produce frame that is not protobuf (a
+// length-delimited field cut short) and returns the code the stream ends with.
+func sendUndecodableFrame(ctx context.Context, t *testing.T, addr string) apierr.Code {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(bytesCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/"+orderlogpb.Producer_ServiceDesc.ServiceName+"/Produce")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.SendMsg([]byte{0x22, 0x05, 0x0a, 0x01}); err != nil {
+		t.Fatal(err)
+	}
+	var reply []byte
+	err = stream.RecvMsg(&reply)
+	if err == nil {
+		t.Fatalf("undecodable frame answered: %x", reply)
+	}
+	return apierr.FromGRPC(err).Code
 }
 
 func httpDo(t *testing.T, method, url, body string, header map[string]string) (int, map[string]any, string) {
@@ -433,4 +479,121 @@ func TestIdempotencyKeyAnswersTheOriginalOffsetAcrossRestarts(t *testing.T) {
 	if keyed != 1 {
 		t.Fatalf("order-17 logged %d times", keyed)
 	}
+}
+
+// Message values arrive aliasing the gRPC receive buffer, which goes back
+// to the pool once its frame is answered and logged. Under concurrent
+// producers, with the open ledger closed again and again (so batches are
+// granted and encoded anew from the frames' records), every value read back
+// must be exactly the one sent.
+func TestValuesSurviveBufferReuseAndLedgerCloses(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	defer s.Close()
+	c := dial(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stop := make(chan struct{})
+	closerDone := make(chan struct{})
+	go func() {
+		defer close(closerDone)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(15 * time.Millisecond):
+			}
+			for id := uint64(1); id < 500; id++ {
+				s.ingest.CloseLedgerRequested(id) // only the node's open ledger is affected
+			}
+		}
+	}()
+	const producers, frames, perFrame = 4, 40, 32
+	value := func(name string, seq int) []byte {
+		return append([]byte(fmt.Sprintf("%s/%d/", name, seq)), bytes.Repeat([]byte{byte('a' + seq%26)}, 200+seq%300)...)
+	}
+	var wg sync.WaitGroup
+	var end struct {
+		sync.Mutex
+		offset uint64 // past the highest acknowledged offset
+	}
+	errs := make(chan error, producers)
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("reuse-%d", p)
+			prod, err := c.NewProducer(ctx, name, client.ProducerOptions{MaxInFlight: 8})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer prod.Close()
+			var pending []*client.Pending
+			for f := range frames {
+				batch := make([]*orderlogpb.Message, perFrame)
+				for i := range batch {
+					batch[i] = &orderlogpb.Message{Topic: "reuse", Value: value(name, f*perFrame+i)}
+				}
+				pd, err := prod.Send(ctx, batch...)
+				if err != nil {
+					errs <- err
+					return
+				}
+				pending = append(pending, pd)
+			}
+			for _, pd := range pending {
+				acks, err := pd.Wait(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, a := range acks {
+					end.Lock()
+					end.offset = max(end.offset, a.Offset+1)
+					end.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-closerDone
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := c.WaitCommitted(ctx, end.offset); err != nil { // holes make offsets run past the count
+		t.Fatal(err)
+	}
+	msgs, _ := readAll(t, c)
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		parts := strings.SplitN(string(m.Message.Value), "/", 3)
+		seq, err := strconv.Atoi(parts[1])
+		if len(parts) != 3 || err != nil || !bytes.Equal(m.Message.Value, value(parts[0], seq)) {
+			t.Fatalf("offset %d holds a value that was never sent: %.80q", m.Offset, m.Message.Value)
+		}
+		if seen[parts[0]+"/"+parts[1]] {
+			t.Fatalf("offset %d: %s/%d logged twice", m.Offset, parts[0], seq)
+		}
+		seen[parts[0]+"/"+parts[1]] = true
+	}
+	if len(seen) != producers*frames*perFrame {
+		t.Fatalf("%d distinct messages logged, want %d", len(seen), producers*frames*perFrame)
+	}
+	if opened := testutilCounter(t, s, "orderlog_ingest_ledgers_opened_total"); opened < 3 {
+		t.Fatalf("only %v ledgers opened: the closes did not happen", opened)
+	}
+}
+
+// testutilCounter reads a counter from the server's /metrics.
+func testutilCounter(t *testing.T, s *Server, name string) float64 {
+	t.Helper()
+	_, _, raw := httpDo(t, "GET", "http://"+s.HTTPAddr()+"/metrics", "", nil)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(raw)
+	if m == nil {
+		t.Fatalf("no %s in /metrics", name)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
 }
