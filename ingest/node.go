@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"orderlog/ingest/batch"
 	"orderlog/ingest/ledger"
 	"orderlog/ingest/pipeline"
 	"orderlog/ingest/producer"
@@ -45,6 +46,10 @@ type Node struct {
 	bucketOf   map[uint64]*keyBucket // by the bucket's producer id
 	grantAsked map[uint64]time.Time  // batch id → when its grant was requested
 	metrics    *nodeMetrics
+	scratch    struct { // encodeBatch's reusable space
+		records []batch.Record
+		runs    []batch.ProducerRun
+	}
 }
 
 // seqKey names one message of one producer.

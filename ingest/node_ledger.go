@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -108,7 +109,7 @@ func (n *Node) appendBatches(batches []*pipeline.Batch) {
 		if n.writer == nil || n.writer.ID() != b.Ledger {
 			continue
 		}
-		payload, err := encodeBatch(b)
+		payload, err := n.encodeBatch(b)
 		if err != nil {
 			panic("ingest: batch does not encode: " + err.Error()) // the pipeline built it: a bug
 		}
@@ -221,10 +222,16 @@ func (n *Node) onGrantReply(r GrantReply) {
 	}
 }
 
-// encodeBatch builds the entry payload of a granted batch.
-func encodeBatch(b *pipeline.Batch) ([]byte, error) {
-	records := make([]batch.Record, len(b.Messages))
-	var runs []batch.ProducerRun
+// encodeBatch builds the entry payload of a granted batch. The records and
+// runs are scratch space of the loop goroutine, reused batch after batch:
+// Encode copies everything into the payload.
+func (n *Node) encodeBatch(b *pipeline.Batch) ([]byte, error) {
+	records := slices.Grow(n.scratch.records[:0], len(b.Messages))[:len(b.Messages)]
+	runs := n.scratch.runs[:0]
+	defer func() {
+		clear(records) // keep no message alive through the scratch space
+		n.scratch.records, n.scratch.runs = records[:0], runs[:0]
+	}()
 	for i, m := range b.Messages {
 		records[i] = m.Payload.(*messageRef).record
 		last := len(runs) - 1
