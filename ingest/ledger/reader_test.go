@@ -20,6 +20,9 @@ func TestReaderFallsBackOnDamagedCopy(t *testing.T) {
 	defer cancel()
 	w := c.create(t, 2, 1, WriterOptions{})
 	appendRange(t, w, 0, 30)
+	// A=2 of W=3: wait until slot 0, whose copy is damaged below, holds
+	// every entry too (on a loaded machine it can be the one left behind).
+	waitHolds(ctx, t, c, 0, w.Metadata(), 29)
 	m, err := closeConfirmed(ctx, w, 29)
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +53,24 @@ func TestReaderFallsBackOnDamagedCopy(t *testing.T) {
 		t.Fatalf("Read(%d) = %q, %v", victim, e.Payload, err)
 	}
 	checkClosedLedger(t, ctx, c, m)
+}
+
+// waitHolds waits until the store of slot i holds entry last of ledger m.
+func waitHolds(ctx context.Context, t *testing.T, c *testCluster, i int, m Metadata, last int64) {
+	t.Helper()
+	for {
+		if cl, ok := c.slots[i].client(); ok {
+			resp, err := cl.LastEntry(ctx, &walpb.LastEntryRequest{LedgerId: m.ID, StoreIncarnation: m.Ensemble[i].Incarnation})
+			if err == nil && resp.LastEntry >= last {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("slot %d never held entry %d of ledger %d", i, last, m.ID)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func closeConfirmed(ctx context.Context, w *Writer, last int64) (Metadata, error) {
