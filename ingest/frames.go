@@ -20,6 +20,7 @@ import (
 type frame struct {
 	request   *orderlogpb.ProduceRequest
 	acks      []*orderlogpb.Ack
+	ackStore  []orderlogpb.Ack // backs the acks of logged messages: one allocation per frame
 	remaining int
 	unlogged  int
 	answer    func(*orderlogpb.ProduceResponse)
@@ -43,6 +44,21 @@ func (f *frame) ack(i int, ack *orderlogpb.Ack) {
 		f.answer(&orderlogpb.ProduceResponse{RequestId: f.request.RequestId, Acks: f.acks})
 		f.releaseIfDone()
 	}
+}
+
+// ackOffset records that message i is at offset. An ack already given is
+// kept as it is: the answer may be on its way (ack mode leader acks before
+// the message is logged).
+func (f *frame) ackOffset(i int, offset uint64) {
+	if f.acks[i] != nil {
+		return
+	}
+	if f.ackStore == nil {
+		f.ackStore = make([]orderlogpb.Ack, len(f.acks))
+	}
+	a := &f.ackStore[i]
+	a.Offset = offset
+	f.ack(i, a)
 }
 
 // releaseIfDone releases the request's receive buffer once nothing needs

@@ -93,8 +93,10 @@ func (n *Node) produce(f *frame) {
 		return
 	}
 	if req.ProducerId == 0 { // at-least-once: no sequence check, no dedup
+		refs := make([]messageRef, len(req.Messages))
 		for i, m := range req.Messages {
-			n.pipe.Add(pipeline.Message{Size: len(m.Value), Payload: &messageRef{frame: f, index: i, record: batch.FromProto(m)}})
+			refs[i] = messageRef{frame: f, index: i, record: batch.FromProto(m)}
+			n.pipe.Add(pipeline.Message{Size: len(m.Value), Payload: &refs[i]})
 			f.unlogged++
 		}
 		return
@@ -120,11 +122,13 @@ func (n *Node) produceOwned(f *frame) {
 		f.refuse(err)
 		return
 	}
+	refs := make([]messageRef, len(req.Messages)) // one allocation for the frame's messages
 	for i, m := range req.Messages {
 		seq := req.FirstSeq + uint64(i)
 		if seq >= decision.AcceptFrom {
+			refs[i] = messageRef{frame: f, index: i, record: batch.FromProto(m)}
 			n.pipe.Add(pipeline.Message{ProducerID: req.ProducerId, Epoch: req.Epoch, Seq: seq, Size: len(m.Value),
-				Payload: &messageRef{frame: f, index: i, record: batch.FromProto(m)}})
+				Payload: &refs[i]})
 			f.unlogged++
 			continue
 		}
@@ -146,7 +150,7 @@ func (n *Node) produceOwned(f *frame) {
 func (n *Node) ackEarly(b *pipeline.Batch) {
 	for i, m := range b.Messages {
 		ref := m.Payload.(*messageRef)
-		ref.frame.ack(ref.index, &orderlogpb.Ack{Offset: b.First + uint64(i)})
+		ref.frame.ackOffset(ref.index, b.First+uint64(i))
 	}
 }
 
@@ -176,7 +180,7 @@ func (n *Node) logged(b *pipeline.Batch) {
 		offset := b.First + uint64(i)
 		ref := m.Payload.(*messageRef)
 		ref.frame.unlogged--
-		ref.frame.ack(ref.index, &orderlogpb.Ack{Offset: offset})
+		ref.frame.ackOffset(ref.index, offset)
 		if m.ProducerID == 0 {
 			continue
 		}
