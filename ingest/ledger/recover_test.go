@@ -34,9 +34,11 @@ func TestRecoveryUnknownIsNotAbsent(t *testing.T) {
 
 	// Long enough for the fence and the reads even under the race detector
 	// on a loaded machine (3 s was not, with make test running the race
-	// packages side by side); the recovery must still be waiting at the end.
-	short, cancelShort := context.WithTimeout(ctx, 8*time.Second)
-	_, err := Recover(short, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: time.Second})
+	// packages side by side; nor was a 1 s call timeout, once, in a CI run:
+	// slot 0's fence timed out, so its LAC was not learned and recovery
+	// stopped at entry 0); the recovery must still be waiting at the end.
+	short, cancelShort := context.WithTimeout(ctx, 12*time.Second)
+	_, err := Recover(short, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: 3 * time.Second})
 	cancelShort()
 	var incomplete *RecoveryIncompleteError
 	if !errors.As(err, &incomplete) || incomplete.Entry != 20 {
