@@ -14,7 +14,7 @@ func TestEncodeAllocatesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bound := encodedSizeBound(h, records); bound < len(buf) {
+	if bound := EncodedSizeBound(h, records); bound < len(buf) {
 		t.Fatalf("size bound %d below the encoded size %d", bound, len(buf))
 	}
 	allocs := testing.AllocsPerRun(20, func() { _, _ = Encode(nil, h, records) })

@@ -17,7 +17,7 @@ func Encode(dst []byte, h Header, records []Record) ([]byte, error) {
 	}
 	// One allocation for the whole entry: batches are up to MiBs, and
 	// growing by appends copied them several times.
-	dst = slices.Grow(dst, encodedSizeBound(h, records))
+	dst = slices.Grow(dst, EncodedSizeBound(h, records))
 	dst = append(dst, Version, byte(h.Kind), 0, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, h.FirstOffset)
 	dst = binary.LittleEndian.AppendUint32(dst, h.Count)
@@ -35,8 +35,9 @@ func Encode(dst []byte, h Header, records []Record) ([]byte, error) {
 	return dst, nil
 }
 
-// encodedSizeBound is at least the encoded size of the batch.
-func encodedSizeBound(h Header, records []Record) int {
+// EncodedSizeBound is at least the encoded size of the batch: a dst with
+// this much room is never grown by Encode.
+func EncodedSizeBound(h Header, records []Record) int {
 	const varint = binary.MaxVarintLen64
 	n := 4 + 8 + 4 + 8 + varint + len(h.Runs)*4*varint
 	for i := range records {

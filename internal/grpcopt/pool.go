@@ -58,3 +58,12 @@ func (p *bufferPool) Put(b *[]byte) {
 	}
 	p.classes[bits.Len(uint(c))-1].Put(b)
 }
+
+// GetBuffer returns an empty buffer with room for n bytes from the shared
+// pool, for data that is built here and handed back with PutBuffer once
+// nothing refers to it (ledger entry payloads).
+func GetBuffer(n int) []byte { return (*sharedPool.Get(n))[:0] }
+
+// PutBuffer returns b to the shared pool; a buffer that did not come from
+// it is left to the garbage collector.
+func PutBuffer(b []byte) { sharedPool.Put(&b) }
