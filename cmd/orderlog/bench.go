@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"orderlog/client"
@@ -20,8 +22,16 @@ func runBench(args []string) error {
 	fs.IntVar(&cfg.Frame, "frame", 64, "messages per request frame")
 	fs.IntVar(&cfg.InFlight, "inflight", 8, "unacknowledged frames per stream")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "target messages per second over all streams (0 = as fast as possible)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load generator itself to this `file`")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	return cf.withClient(func(ctx context.Context, cl *client.Client) error {
 		result, err := client.RunLoad(ctx, cl, cfg)
@@ -42,3 +52,21 @@ func printLoad(r client.LoadResult) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// startCPUProfile profiles this process into path until the returned stop
+// is called: the load generator shares the machine with the server it
+// measures, so what it costs is worth seeing.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}

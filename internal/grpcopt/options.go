@@ -10,11 +10,27 @@ import (
 // limits of their own (message and batch sizes) are checked above it.
 const MaxMessageBytes = 64 << 20
 
+// Transport sizes. A produce frame is typically 64 KiB and a ledger entry up
+// to a MiB: with gRPC's 32 KiB buffers each took several read and write
+// system calls. The windows are fixed at the size gRPC's bandwidth
+// estimator would grow to anyway (its ceiling is 16 MiB per connection), so
+// a burst from many streams is not throttled by window updates while the
+// estimator ramps up. Measured at half of the peak rate on two cores: load
+// generator system time −20 %, p99 ack lower in 3 of 3 pairs, peak rate
+// +6–11 %.
+const (
+	transportBufferBytes  = 256 << 10
+	streamWindowBytes     = 4 << 20
+	connectionWindowBytes = 16 << 20
+)
+
 // ServerOptions are the options of every orderlog gRPC server.
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
 		experimental.BufferPool(sharedPool),
+		grpc.WriteBufferSize(transportBufferBytes), grpc.ReadBufferSize(transportBufferBytes),
+		grpc.InitialWindowSize(streamWindowBytes), grpc.InitialConnWindowSize(connectionWindowBytes),
 	}
 }
 
@@ -25,5 +41,7 @@ func DialOptions() []grpc.DialOption {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 		experimental.WithBufferPool(sharedPool),
+		grpc.WithWriteBufferSize(transportBufferBytes), grpc.WithReadBufferSize(transportBufferBytes),
+		grpc.WithInitialWindowSize(streamWindowBytes), grpc.WithInitialConnWindowSize(connectionWindowBytes),
 	}
 }
