@@ -178,8 +178,13 @@ func (p *Pipeline) seal() {
 			n++
 		}
 		p.nextBatchID++
-		b := &Batch{ID: p.nextBatchID, Ledger: p.ledger, Messages: p.waiting[:n:n], bytes: size, Entry: -1}
-		p.waiting = p.waiting[n:]
+		// The batch gets a copy, so that the waiting queue's array is reused
+		// instead of regrown behind every batch it gave away.
+		b := &Batch{ID: p.nextBatchID, Ledger: p.ledger, Messages: append([]Message(nil), p.waiting[:n]...),
+			bytes: size, Entry: -1}
+		rest := copy(p.waiting, p.waiting[n:])
+		clear(p.waiting[rest:]) // the moved-from tail must not keep payloads alive
+		p.waiting = p.waiting[:rest]
 		p.inFlight = append(p.inFlight, b)
 		p.ready.GrantRequests = append(p.ready.GrantRequests, GrantRequest{BatchID: b.ID, Ledger: b.Ledger, Count: n})
 	}
