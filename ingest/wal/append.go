@@ -60,8 +60,8 @@ func (s *Store) AppendAsync(e Entry, recovery bool) *Ticket {
 		return &Ticket{err: fmt.Errorf("%w: payload of %d bytes", ErrInvalidEntry, len(e.Payload))}
 	}
 	r := Record{Type: RecordEntry, Ledger: e.Ledger, Entry: e.ID, Span: e.Span, LAC: e.LAC, Payload: e.Payload}
-	encoded := appendRecord(getBuffer(encodedSize(&r)), &r)
-	defer putBuffer(encoded)
+	var header [RecordHeaderSize]byte
+	framed := appendRecordHeader(header[:0], &r)
 	for {
 		s.mu.Lock()
 		for s.mu.pendingBytes > s.cfg.MaxPendingBytes && s.usableLocked() == nil {
@@ -77,7 +77,7 @@ func (s *Store) AppendAsync(e Entry, recovery bool) *Ticket {
 			return &Ticket{err: err}
 		}
 		if verdict == verdictWrite {
-			_, b := s.enqueueEncodedLocked(&r, encoded)
+			_, b := s.enqueueFramedLocked(&r, framed)
 			s.mu.Unlock()
 			return &Ticket{b: b}
 		}

@@ -31,14 +31,16 @@ type chunk struct {
 // returns its position and batch. The caller has checked the store is
 // usable.
 func (s *Store) enqueueLocked(r *Record) (position, *batch) {
-	return s.enqueueEncodedLocked(r, appendRecord(nil, r))
+	var header [RecordHeaderSize]byte
+	return s.enqueueFramedLocked(r, appendRecordHeader(header[:0], r))
 }
 
-// enqueueEncodedLocked is enqueueLocked for a record already framed into
-// encoded (framing and checksumming outside the lock keeps appenders from
-// serializing on it).
-func (s *Store) enqueueEncodedLocked(r *Record, encoded []byte) (position, *batch) {
-	size := uint32(len(encoded))
+// enqueueFramedLocked is enqueueLocked for a record whose header (from
+// appendRecordHeader) is already built: checksumming outside the lock keeps
+// appenders from serializing on it. The payload is copied once, into the
+// batch.
+func (s *Store) enqueueFramedLocked(r *Record, header []byte) (position, *batch) {
+	size := uint32(len(header) + len(r.Payload))
 	if s.mu.tail.off > segmentHeaderSize && int64(s.mu.tail.off)+int64(size) > s.cfg.SegmentSize {
 		s.mu.tail = journalPos{seg: s.mu.tail.seg + 1, off: segmentHeaderSize}
 	}
@@ -49,12 +51,12 @@ func (s *Store) enqueueEncodedLocked(r *Record, encoded []byte) (position, *batc
 		s.wake()
 	}
 	if len(b.chunks) == 0 || b.chunks[len(b.chunks)-1].seg != s.mu.tail.seg {
-		b.chunks = append(b.chunks, chunk{seg: s.mu.tail.seg, data: getBuffer(batchBufferSize)})
+		b.chunks = append(b.chunks, chunk{seg: s.mu.tail.seg, data: getBatchBuffer()})
 	}
 	c := &b.chunks[len(b.chunks)-1]
 	pos := position{seg: s.mu.tail.seg, off: s.mu.tail.off, size: size}
 	meta := recordMeta{Type: r.Type, Ledger: r.Ledger, Entry: r.Entry, LAC: r.LAC, Offset: pos.off, Size: size}
-	c.data = append(c.data, encoded...)
+	c.data = append(append(c.data, header...), r.Payload...)
 	c.metas = append(c.metas, meta)
 	s.mu.tail.off += size
 	b.end = s.mu.tail
@@ -199,7 +201,7 @@ func (s *Store) writeBatch(b *batch) error {
 		}
 		s.activeMetas = append(s.activeMetas, c.metas...)
 		s.stats.bytes.Add(int64(len(c.data)))
-		putBuffer(c.data) // written: payloads are not kept in memory
+		putBatchBuffer(c.data) // written: payloads are not kept in memory
 		c.data = nil
 	}
 	s.stats.batches.Add(1)
@@ -279,34 +281,25 @@ func (s *Store) createSegment(seq uint32) (walfs.File, error) {
 	return file, nil
 }
 
-// Buffer pools: at tens of thousands of appends a second, allocating
-// record and batch buffers fresh makes the garbage collector compete with
-// the commit loop for the CPUs. Two pools, so that small record buffers and
-// large batch buffers do not displace each other.
-var recordBuffers, batchBuffers sync.Pool
+// Batch buffers are pooled: at thousands of batches a second, allocating
+// them fresh makes the garbage collector compete with the commit loop for
+// the CPUs. (Records are framed straight into them, see
+// enqueueFramedLocked.)
+var batchBuffers sync.Pool
 
 const batchBufferSize = 64 << 10
 
-func getBuffer(size int) []byte {
-	pool := &recordBuffers
-	if size >= batchBufferSize {
-		pool = &batchBuffers
-	}
-	if b, ok := pool.Get().(*[]byte); ok && cap(*b) >= size {
+func getBatchBuffer() []byte {
+	if b, ok := batchBuffers.Get().(*[]byte); ok {
 		return (*b)[:0]
 	}
-	return make([]byte, 0, size)
+	return make([]byte, 0, batchBufferSize)
 }
 
-func putBuffer(b []byte) {
-	switch {
-	case cap(b) > 4<<20:
+func putBatchBuffer(b []byte) {
+	if cap(b) > 4<<20 {
 		return // do not pin huge buffers
-	case cap(b) >= batchBufferSize:
-		b = b[:0]
-		batchBuffers.Put(&b)
-	default:
-		b = b[:0]
-		recordBuffers.Put(&b)
 	}
+	b = b[:0]
+	batchBuffers.Put(&b)
 }

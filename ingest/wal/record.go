@@ -72,11 +72,15 @@ var (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// encodedSize is the number of bytes appendRecord adds for r.
-func encodedSize(r *Record) int { return RecordHeaderSize + len(r.Payload) }
-
 // appendRecord appends r's framing and payload to buf.
 func appendRecord(buf []byte, r *Record) []byte {
+	return append(appendRecordHeader(buf, r), r.Payload...)
+}
+
+// appendRecordHeader appends r's framing (RecordHeaderSize bytes, the
+// checksum over the payload included) but not the payload, so that the
+// payload can be copied once, straight to where it is written.
+func appendRecordHeader(buf []byte, r *Record) []byte {
 	start := len(buf)
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(recordBodyFixed+len(r.Payload)))
 	buf = binary.LittleEndian.AppendUint32(buf, 0) // crc, filled below
@@ -86,8 +90,8 @@ func appendRecord(buf []byte, r *Record) []byte {
 	buf = binary.LittleEndian.AppendUint64(buf, r.Span.First)
 	buf = binary.LittleEndian.AppendUint64(buf, r.Span.End)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(r.LAC))
-	buf = append(buf, r.Payload...)
 	crc := crc32.Checksum(buf[start+recordPrefixSize:], castagnoli)
+	crc = crc32.Update(crc, castagnoli, r.Payload)
 	binary.LittleEndian.PutUint32(buf[start+4:], crc)
 	return buf
 }
