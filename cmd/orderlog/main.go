@@ -42,10 +42,14 @@ const defaultGCPercent = 400
 // read waits in Go's run queue until a running goroutine blocks (or for the
 // 10 ms preemption), and the collector's mark worker holds one of the two
 // Ps for its whole phase. With more Ps than cores the kernel's preemptive
-// scheduler interleaves them instead (measured at half of the peak rate on
-// two cores: p99 ack 9.7–14.4 ms with 2 Ps, 6.8–8.5 ms with 4; peak rate
-// unchanged). The GOMAXPROCS environment variable still overrides it.
-const minProcs = 4
+// scheduler interleaves them instead. Too many cost CPU in idle Ms spinning
+// for work and waking each other. Measured at half of the peak rate on two
+// cores, in alternating pairs: p99 ack 9.7–14.4 ms with 2 Ps and 6.8–8.5 ms
+// with 4 (an earlier build); then 3 Ps beat 4 in 3 of 3 pairs (7.3–9.8 ms
+// against 9.7–16.8, server CPU 3–6 % lower) and beat 2 in 3 of 3 (5.0–14.4
+// against 9.2–17.0); peak rate the same. The GOMAXPROCS environment
+// variable still overrides it.
+const minProcs = 3
 
 func main() {
 	if os.Getenv("GOGC") == "" {
