@@ -16,6 +16,8 @@ func produceSeeds() []*orderlogpb.ProduceRequest {
 			{Topic: "orders", Value: []byte{}, Headers: []*orderlogpb.Header{{Key: "h", Value: []byte("v")}, {Key: "é"}}},
 		}},
 		{IdempotencyKey: "key-1", Messages: []*orderlogpb.Message{{Topic: "t", Value: make([]byte, 1024)}}},
+		// Repeated topics share a string; a change of topic, or none, must not.
+		{Messages: []*orderlogpb.Message{{Topic: "a"}, {Topic: "a"}, {Topic: "b"}, {}, {Topic: "b"}, {Topic: "a"}}},
 	}
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -305,5 +306,31 @@ func TestLocallyDurableAcksEarlyAndTheQuorumStillDecides(t *testing.T) {
 	p.LedgerOpened(6)
 	if r = p.Ready(); len(r.GrantRequests) != 2 || r.GrantRequests[0].Ledger != 6 {
 		t.Fatalf("re-grants %+v", r.GrantRequests)
+	}
+}
+
+// A sealed batch owns its messages: what the waiting queue does next (more
+// adds, more seals) never shows through.
+func TestSealedBatchOwnsItsMessages(t *testing.T) {
+	p, err := New(Config{MaxBatchMessages: 2, MaxInFlight: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.LedgerOpened(1)
+	p.Add(Message{Seq: 0}, Message{Seq: 1}, Message{Seq: 2})
+	p.Ready()
+	p.Add(Message{Seq: 3}, Message{Seq: 4}, Message{Seq: 5})
+	p.Ready()
+	var got [][]uint64
+	for _, b := range p.inFlight {
+		var seqs []uint64
+		for _, m := range b.Messages {
+			seqs = append(seqs, m.Seq)
+		}
+		got = append(got, seqs)
+	}
+	want := [][]uint64{{0, 1}, {2}, {3, 4}, {5}}
+	if fmt.Sprint(got) != fmt.Sprint(want) || p.Waiting() != 0 {
+		t.Fatalf("batches %v with %d waiting, want %v with 0", got, p.Waiting(), want)
 	}
 }
