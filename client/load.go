@@ -123,6 +123,12 @@ func loadStream(ctx context.Context, cl *Client, name string, payload []byte, cf
 		}
 		waitErr <- nil
 	}()
+	// Every frame carries the same messages: they are only read (marshalled,
+	// kept for a resend), so one set serves them all.
+	messages := make([]*orderlogpb.Message, cfg.Frame)
+	for j := range messages {
+		messages[j] = &orderlogpb.Message{Topic: "bench", Value: payload}
+	}
 	next := time.Now().Add(phase)
 	for i := 0; frames < 0 || i < frames; i++ {
 		if frames < 0 && time.Now().After(deadline) {
@@ -131,10 +137,6 @@ func loadStream(ctx context.Context, cl *Client, name string, payload []byte, cf
 		if interval > 0 {
 			time.Sleep(time.Until(next))
 			next = next.Add(interval)
-		}
-		messages := make([]*orderlogpb.Message, cfg.Frame)
-		for j := range messages {
-			messages[j] = &orderlogpb.Message{Topic: "bench", Value: payload}
 		}
 		at := time.Now()
 		pending, err := producer.Send(ctx, messages...)
