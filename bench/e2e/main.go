@@ -35,7 +35,7 @@ func main() {
 	duration := flag.Duration("duration", 8*time.Second, "length of each measurement")
 	streams := flag.Int("streams", 16, "producer streams")
 	size := flag.Int("size", 1024, "message size")
-	latencyRounds := flag.Int("latency-rounds", 3, "alternating ideal/e2e half-rate rounds; medians are reported")
+	latencyRounds := flag.Int("latency-rounds", 5, "alternating ideal/e2e half-rate rounds; medians are reported (the machine's speed drifts by the minute: one slow phase should move one round, not the figure)")
 	flag.Parse()
 	debug.SetGCPercent(400) // as the orderlog binary does, so the load's own GC does not pad latencies
 
