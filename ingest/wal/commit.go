@@ -88,6 +88,7 @@ func (s *Store) commitLoop() {
 	var b *batch
 	for {
 		if b == nil {
+			s.waitSyncDelay(lastSync)
 			var closing bool
 			b, closing = s.takePending()
 			if b == nil && closing {
@@ -106,7 +107,9 @@ func (s *Store) commitLoop() {
 					unsynced, lastSync = false, time.Now()
 				}
 			}
-			b = s.complete(b, err, true)
+			// With a sync delay the next batch is taken after the delay, so
+			// that it holds what arrived meanwhile.
+			b = s.complete(b, err, s.cfg.SyncDelay == 0)
 			continue
 		}
 		select {
@@ -117,6 +120,13 @@ func (s *Store) commitLoop() {
 				unsynced, lastSync = false, time.Now()
 			}
 		}
+	}
+}
+
+// waitSyncDelay sleeps until SyncDelay has passed since lastSync.
+func (s *Store) waitSyncDelay(lastSync time.Time) {
+	if d := s.cfg.SyncDelay - time.Since(lastSync); d > 0 {
+		time.Sleep(d)
 	}
 }
 
@@ -221,6 +231,13 @@ func (s *Store) roll(seq uint32) error {
 	if err != nil {
 		return err
 	}
+	// The sealed segment is durable: its pages leave the page cache instead
+	// of piling up behind the journal, and new writes reuse them. On a VM
+	// each page the cache grows into is memory the host backs on first
+	// touch: at half of the peak rate the journal's write(2) time per 6 s
+	// rose from 0.5 s to 1.4 s as the cache grew to 9 GiB, and stays at
+	// 0.4–0.5 s with the drop. Reads of sealed segments go to the disk.
+	_ = s.active.DropCache()
 	s.active.Close()
 	s.active, s.activeSeq, s.activeMetas = f, seq, nil
 	s.mu.Lock()

@@ -2,10 +2,13 @@ package wal
 
 import (
 	"errors"
+	"path"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"orderlog/ingest/wal/walfs"
 )
@@ -120,15 +123,109 @@ func TestIntervalPolicy(t *testing.T) {
 }
 
 func TestParsePolicy(t *testing.T) {
-	for in, want := range map[string]int64{"always": 0, "": 0, "interval=10ms": 10e6} {
+	for in, want := range map[string]Policy{
+		"always": {}, "": {}, "interval=10ms": {SyncInterval: 10 * time.Millisecond},
+		"always,delay=150us": {SyncDelay: 150 * time.Microsecond}, "always,delay=0s": {},
+	} {
 		got, err := ParsePolicy(in)
-		if err != nil || int64(got) != want {
-			t.Fatalf("ParsePolicy(%q) = %v, %v", in, got, err)
+		if err != nil || got != want {
+			t.Fatalf("ParsePolicy(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"sometimes", "interval=", "interval=-1s", "interval=x"} {
+	for _, bad := range []string{"sometimes", "interval=", "interval=-1s", "interval=x",
+		"always,delay=", "always,delay=-1ms", "always,delay=1s", "delay=1ms", "interval=1s,delay=1ms"} {
 		if _, err := ParsePolicy(bad); err == nil {
 			t.Fatalf("ParsePolicy(%q) accepted", bad)
 		}
+	}
+}
+
+// TestSyncDelay: with a sync delay, an append still returns only once the
+// fdatasync covering it is done (a crash loses none), continuous appends
+// get at most one flush per delay, and an append after a quiet delay is not
+// held back.
+func TestSyncDelay(t *testing.T) {
+	const delay = 80 * time.Millisecond
+	fsys := walfs.NewCrashFS(1)
+	s := openMem(t, fsys, func(c *Config) { c.SyncDelay = delay; c.SegmentSize = 1 << 20 })
+	before := s.Stats()
+	start := time.Now()
+	acked := make([]int64, 4) // per appender: entries 0..acked[w]-1 of ledger w+1 returned
+	var wg sync.WaitGroup
+	for w := range acked {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := int64(0); time.Since(start) < 8*delay; e++ {
+				if err := s.Append(entryFor(uint64(w+1), e)); err != nil {
+					t.Error(err)
+					return
+				}
+				acked[w] = e + 1
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if syncs, most := s.Stats().Syncs-before.Syncs, int64(elapsed/delay)+2; syncs > most {
+		t.Fatalf("%d fdatasyncs in %s with a %s delay, want at most %d", syncs, elapsed, delay, most)
+	}
+
+	time.Sleep(2 * delay)
+	lone := time.Now()
+	mustAppend(t, s, 9, 0, 1)
+	if took := time.Since(lone); took >= delay {
+		t.Fatalf("an append after a quiet %s took %s: held back by the delay", 2*delay, took)
+	}
+
+	fsys.Crash() // unsynced data is gone; every returned append must not be
+	s = openMem(t, fsys, nil)
+	defer s.Close()
+	for w, n := range acked {
+		for e := int64(0); e < n; e++ {
+			expectPresent(t, s, uint64(w+1), e)
+		}
+	}
+	expectPresent(t, s, 9, 0)
+}
+
+// TestRollDropsTheSealedSegmentFromTheCache: each segment is dropped from
+// the page cache once, when it is sealed (the active one never), and a
+// failing drop changes nothing: it is advice.
+func TestRollDropsTheSealedSegmentFromTheCache(t *testing.T) {
+	fsys := walfs.NewCrashFS(1)
+	var mu sync.Mutex
+	dropped := map[string]int{}
+	fsys.SetInject(func(op walfs.Op, name string) error {
+		if op != walfs.OpDropCache {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		dropped[path.Base(name)]++
+		return walfs.ErrInjected
+	})
+	s := openMem(t, fsys, nil) // 4 KiB segments: a few entries each
+	defer s.Close()
+	mustAppend(t, s, 1, 0, 200)
+	s.mu.Lock()
+	segments := slices.Clone(s.mu.segments)
+	s.mu.Unlock()
+	if len(segments) < 3 {
+		t.Fatalf("%d segments, want a few rolls", len(segments))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, seq := range segments {
+		want := 1
+		if i == len(segments)-1 {
+			want = 0 // active
+		}
+		if got := dropped[segmentName(seq)]; got != want {
+			t.Fatalf("segment %d dropped from the cache %d times, want %d (all: %v)", seq, got, want, dropped)
+		}
+	}
+	for e := int64(0); e < 200; e++ {
+		expectPresent(t, s, 1, e)
 	}
 }

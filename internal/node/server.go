@@ -63,8 +63,9 @@ type Config struct {
 	EtcdAddr string
 	// NodeName names this node in incarnations and ledger metadata.
 	NodeName string
-	// FsyncPolicy is the WAL store's policy: "always" (default) or
-	// "interval=<duration>" (weaker: acknowledged data can be lost).
+	// FsyncPolicy is the WAL store's policy: "always" (default),
+	// "always,delay=<duration>" (fewer, larger flushes; acks still wait for
+	// them) or "interval=<duration>" (weaker: acknowledged data can be lost).
 	FsyncPolicy string
 	// Ingest tunes the ingest node (limits, ack mode, batching) and the
 	// replication of its ledgers (W, A, Tolerate; default W = A = 1).
@@ -202,11 +203,12 @@ func (s *Server) connectEtcd() error {
 // openStore opens the WAL store, serves it on the gRPC server (its address
 // goes into ledger ensembles) and registers it in etcd.
 func (s *Server) openStore(ctx context.Context) error {
-	interval, err := wal.ParsePolicy(s.cfg.FsyncPolicy)
+	policy, err := wal.ParsePolicy(s.cfg.FsyncPolicy)
 	if err != nil {
 		return err
 	}
-	if s.store, err = wal.Open(wal.Config{Dir: filepath.Join(s.cfg.DataDir, "wal"), SyncInterval: interval}); err != nil {
+	walCfg := wal.Config{Dir: filepath.Join(s.cfg.DataDir, "wal"), SyncInterval: policy.SyncInterval, SyncDelay: policy.SyncDelay}
+	if s.store, err = wal.Open(walCfg); err != nil {
 		return fmt.Errorf("open WAL store: %w", err)
 	}
 	for _, c := range s.store.Corruptions() {

@@ -20,6 +20,7 @@ const (
 	OpSyncDir
 	OpCreate
 	OpRename
+	OpDropCache
 )
 
 // ErrCrashed is returned by file handles opened before a simulated crash.
@@ -313,6 +314,17 @@ func (f *memFile) Truncate(size int64) error {
 	}
 	n.dirtyFrom = min(n.dirtyFrom, int(size))
 	return nil
+}
+
+// DropCache has no cache to drop; it reports the call to the injection
+// hook, so tests can see it and make it fail.
+func (f *memFile) DropCache() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.checkLocked(); err != nil {
+		return err
+	}
+	return f.fs.injectLocked(OpDropCache, f.name)
 }
 
 func (f *memFile) Size() (int64, error) {

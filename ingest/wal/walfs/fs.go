@@ -12,6 +12,8 @@ import (
 	"os"
 	"sort"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // File is an open file. Writes append at the end of the file.
@@ -25,6 +27,10 @@ type File interface {
 	Truncate(size int64) error
 	// Size is the file's current length.
 	Size() (int64, error)
+	// DropCache advises the OS that the file's cached pages, already
+	// synced, will not be needed soon (posix_fadvise DONTNEED). Advisory:
+	// an error changes nothing but the page cache.
+	DropCache() error
 }
 
 // FS is a directory-oriented filesystem.
@@ -121,6 +127,18 @@ func (f osFile) Sync() error {
 		return err
 	}
 	return syncErr
+}
+
+func (f osFile) DropCache() error {
+	conn, err := f.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var adviseErr error
+	if err := conn.Control(func(fd uintptr) { adviseErr = unix.Fadvise(int(fd), 0, 0, unix.FADV_DONTNEED) }); err != nil {
+		return err
+	}
+	return adviseErr
 }
 
 func (f osFile) Size() (int64, error) {
