@@ -54,21 +54,12 @@ func decodeProduceRequest(b []byte) (*orderlogpb.ProduceRequest, error) {
 // decoding pass reports the error).
 func countMessages(b []byte) int {
 	n := 0
-	for len(b) > 0 {
-		num, typ, tagLen := protowire.ConsumeTag(b)
-		if tagLen < 0 {
-			return n
-		}
-		b = b[tagLen:]
-		valueLen := protowire.ConsumeFieldValue(num, typ, b)
-		if valueLen < 0 {
-			return n
-		}
+	_ = eachField(b, func(num protowire.Number, typ protowire.Type, _ []byte, _ uint64) (bool, error) {
 		if num == 4 && typ == protowire.BytesType {
 			n++
 		}
-		b = b[valueLen:]
-	}
+		return false, nil // counted only: eachField skips it
+	})
 	return n
 }
 

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -180,7 +181,7 @@ func (p *Pipeline) seal() {
 		p.nextBatchID++
 		// The batch gets a copy, so that the waiting queue's array is reused
 		// instead of regrown behind every batch it gave away.
-		b := &Batch{ID: p.nextBatchID, Ledger: p.ledger, Messages: append([]Message(nil), p.waiting[:n]...),
+		b := &Batch{ID: p.nextBatchID, Ledger: p.ledger, Messages: slices.Clone(p.waiting[:n]),
 			bytes: size, Entry: -1}
 		rest := copy(p.waiting, p.waiting[n:])
 		clear(p.waiting[rest:]) // the moved-from tail must not keep payloads alive

@@ -125,6 +125,9 @@ func (s *Store) commitLoop() {
 
 // waitSyncDelay sleeps until SyncDelay has passed since lastSync.
 func (s *Store) waitSyncDelay(lastSync time.Time) {
+	if s.cfg.SyncDelay == 0 {
+		return // the default: no clock read on every turn of the loop
+	}
 	if d := s.cfg.SyncDelay - time.Since(lastSync); d > 0 {
 		time.Sleep(d)
 	}
