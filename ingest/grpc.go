@@ -10,6 +10,7 @@ import (
 	"orderlog/internal/apierr"
 	"orderlog/internal/grpcopt"
 	"orderlog/proto/orderlogpb"
+	"orderlog/proto/producewire"
 )
 
 // ProducerService is the Producer gRPC service over a Node.
@@ -63,7 +64,7 @@ func (s *ProducerService) Produce(stream grpc.BidiStreamingServer[orderlogpb.Pro
 			raw.Buf.Free()
 			return <-sendErr
 		}
-		req, err := decodeProduceRequest(raw.Buf.ReadOnlyData())
+		req, err := producewire.DecodeProduceRequest(raw.Buf.ReadOnlyData())
 		if err != nil {
 			raw.Buf.Free()
 			return apierr.New(apierr.MalformedRequest, "%v", err)

@@ -7,6 +7,9 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
+
+	"orderlog/proto/orderlogpb"
+	"orderlog/proto/producewire"
 )
 
 // codec is gRPC's protobuf codec on sharedPool. gRPC's own codec takes its
@@ -20,22 +23,39 @@ func init() { encoding.RegisterCodecV2(codec{}) }
 func (codec) Name() string { return "proto" }
 
 func (codec) Marshal(v any) (mem.BufferSlice, error) {
+	// The produce stream's messages have hand-written encoders with the same
+	// output (see producewire).
+	switch m := v.(type) {
+	case *orderlogpb.ProduceRequest:
+		return marshalInto(producewire.ProduceRequestSize(m), func(b []byte) ([]byte, error) {
+			return producewire.AppendProduceRequest(b, m)
+		})
+	case *orderlogpb.ProduceResponse:
+		return marshalInto(producewire.ProduceResponseSize(m), func(b []byte) ([]byte, error) {
+			return producewire.AppendProduceResponse(b, m)
+		})
+	}
 	m := messageOf(v)
 	if m == nil {
 		return nil, fmt.Errorf("grpcopt: cannot marshal %T, not a proto.Message", v)
 	}
-	size := proto.Size(m)
 	// UseCachedSize is safe right after Size on a message nobody mutates.
 	opts := proto.MarshalOptions{UseCachedSize: true}
+	return marshalInto(proto.Size(m), func(b []byte) ([]byte, error) { return opts.MarshalAppend(b, m) })
+}
+
+// marshalInto encodes a message of size bytes with appendTo into a buffer
+// of that capacity, pooled unless it is small.
+func marshalInto(size int, appendTo func([]byte) ([]byte, error)) (mem.BufferSlice, error) {
 	if mem.IsBelowBufferPoolingThreshold(size) {
-		buf, err := opts.Marshal(m)
+		buf, err := appendTo(make([]byte, 0, size))
 		if err != nil {
 			return nil, err
 		}
 		return mem.BufferSlice{mem.SliceBuffer(buf)}, nil
 	}
 	buf := sharedPool.Get(size)
-	if _, err := opts.MarshalAppend((*buf)[:0], m); err != nil {
+	if _, err := appendTo((*buf)[:0]); err != nil { // fills *buf: its capacity is size
 		sharedPool.Put(buf)
 		return nil, err
 	}
@@ -54,12 +74,15 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 		raw.Buf = data.MaterializeToBuffer(sharedPool) // a reference of its own: gRPC frees data
 		return nil
 	}
+	buf := data.MaterializeToBuffer(sharedPool)
+	defer buf.Free()
+	if resp, ok := v.(*orderlogpb.ProduceResponse); ok {
+		return producewire.DecodeProduceResponse(buf.ReadOnlyData(), resp) // copies what it keeps
+	}
 	m := messageOf(v)
 	if m == nil {
 		return fmt.Errorf("grpcopt: cannot unmarshal into %T, not a proto.Message", v)
 	}
-	buf := data.MaterializeToBuffer(sharedPool)
-	defer buf.Free()
 	// proto.Unmarshal copies bytes fields, so nothing keeps the buffer.
 	return proto.Unmarshal(buf.ReadOnlyData(), m)
 }

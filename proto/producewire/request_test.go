@@ -1,4 +1,4 @@
-package ingest
+package producewire
 
 import (
 	"testing"
@@ -38,7 +38,7 @@ func FuzzDecodeProduceRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want := &orderlogpb.ProduceRequest{}
 		wantErr := proto.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(b, want)
-		got, err := decodeProduceRequest(b)
+		got, err := DecodeProduceRequest(b)
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("decode error %v, proto.Unmarshal error %v", err, wantErr)
 		}
@@ -54,7 +54,7 @@ func TestDecodeProduceRequestAliasesValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := decodeProduceRequest(b)
+	req, err := DecodeProduceRequest(b)
 	if err != nil {
 		t.Fatal(err)
 	}
