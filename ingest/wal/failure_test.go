@@ -190,8 +190,9 @@ func TestSyncDelay(t *testing.T) {
 }
 
 // TestRollDropsTheSealedSegmentFromTheCache: each segment is dropped from
-// the page cache once, when it is sealed (the active one never), and a
-// failing drop changes nothing: it is advice.
+// the page cache once after it is sealed (the active one never), off the
+// commit loop (appends go on while a drop is slow), and a failing drop
+// changes nothing: it is advice.
 func TestRollDropsTheSealedSegmentFromTheCache(t *testing.T) {
 	fsys := walfs.NewCrashFS(1)
 	var mu sync.Mutex
@@ -205,14 +206,32 @@ func TestRollDropsTheSealedSegmentFromTheCache(t *testing.T) {
 		dropped[path.Base(name)]++
 		return walfs.ErrInjected
 	})
-	s := openMem(t, fsys, nil) // 4 KiB segments: a few entries each
-	defer s.Close()
-	mustAppend(t, s, 1, 0, 200)
+	held := &heldDropFS{FS: fsys, hold: make(chan struct{})}
+	s, err := Open(Config{Dir: testDir, FS: held, SegmentSize: 4 << 10}) // a few entries per segment
+	if err != nil {
+		t.Fatal(err)
+	}
+	rolls := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.mu.segments) - 1
+	}
+	// Appends go on across rolls while the first drop is held (up to the
+	// backlog: a roll beyond it would wait).
+	next := int64(0)
+	for ; rolls() < retiredBacklog; next++ {
+		mustAppend(t, s, 1, next, next+1)
+	}
+	close(held.hold)
+	mustAppend(t, s, 1, next, 200)
 	s.mu.Lock()
 	segments := slices.Clone(s.mu.segments)
 	s.mu.Unlock()
-	if len(segments) < 3 {
-		t.Fatalf("%d segments, want a few rolls", len(segments))
+	for e := int64(0); e < 200; e++ {
+		expectPresent(t, s, 1, e)
+	}
+	if err := s.Close(); err != nil { // waits for the release loop
+		t.Fatal(err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -225,7 +244,26 @@ func TestRollDropsTheSealedSegmentFromTheCache(t *testing.T) {
 			t.Fatalf("segment %d dropped from the cache %d times, want %d (all: %v)", seq, got, want, dropped)
 		}
 	}
-	for e := int64(0); e < 200; e++ {
-		expectPresent(t, s, 1, e)
-	}
+}
+
+// heldDropFS is a file system whose DropCache calls wait until hold is
+// closed (CrashFS's inject hook runs under its lock, so it cannot wait).
+type heldDropFS struct {
+	walfs.FS
+	hold chan struct{}
+}
+
+func (h *heldDropFS) Create(name string) (walfs.File, error) {
+	f, err := h.FS.Create(name)
+	return heldDropFile{File: f, hold: h.hold}, err
+}
+
+type heldDropFile struct {
+	walfs.File
+	hold chan struct{}
+}
+
+func (f heldDropFile) DropCache() error {
+	<-f.hold
+	return f.File.DropCache()
 }

@@ -20,7 +20,8 @@ func Open(cfg Config) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, fs: cfg.FS, dir: cfg.Dir, kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	s := &Store{cfg: cfg, fs: cfg.FS, dir: cfg.Dir, kick: make(chan struct{}, 1), stopped: make(chan struct{}),
+		retired: make(chan walfs.File, retiredBacklog), released: make(chan struct{})}
 	s.space = sync.NewCond(&s.mu)
 	s.mu.idx = newIndex()
 	s.mu.readers = map[uint32]walfs.File{}
@@ -59,6 +60,7 @@ func Open(cfg Config) (*Store, error) {
 	s.mu.segments = append(s.mu.segments, next)
 	s.mu.tail = journalPos{seg: next, off: segmentHeaderSize}
 	s.mu.durable = s.mu.tail
+	go s.releaseLoop()
 	go s.commitLoop()
 	opened = true
 	return s, nil

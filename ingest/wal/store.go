@@ -18,6 +18,11 @@ type Store struct {
 	kick chan struct{}
 	// stopped is closed when the commit loop has exited.
 	stopped chan struct{}
+	// retired takes each sealed segment from the commit loop to the
+	// release loop, which closes released when the channel is closed and
+	// drained.
+	retired  chan walfs.File
+	released chan struct{}
 	// corruptions were found while opening; immutable after Open.
 	corruptions []*CorruptionError
 	fresh       bool
@@ -89,6 +94,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	s.wake()
 	<-s.stopped
+	<-s.released
 
 	s.mu.Lock()
 	failed := s.mu.failed
