@@ -36,6 +36,7 @@ func main() {
 	streams := flag.Int("streams", 16, "producer streams")
 	size := flag.Int("size", 1024, "message size")
 	latencyRounds := flag.Int("latency-rounds", 5, "alternating ideal/e2e half-rate rounds; medians are reported (the machine's speed drifts by the minute: one slow phase should move one round, not the figure)")
+	fsyncPolicy := flag.String("fsync", "", "the server's --fsync policy (default: the server's default)")
 	flag.Parse()
 	debug.SetGCPercent(400) // as the orderlog binary does, so the load's own GC does not pad latencies
 
@@ -46,8 +47,12 @@ func main() {
 	walRate := walReference(filepath.Join(dir, "wal"), *duration)
 	fmt.Printf("wal_entries_per_s=%.0f (bench/wal, same disk, same run)\n", walRate)
 
-	server := exec.Command(*binary, "dev", "--data", filepath.Join(dir, "dev"), "--grpc-addr", "127.0.0.1:0",
-		"--http-addr", "127.0.0.1:0", "--etcd-addr", "127.0.0.1:0")
+	args := []string{"dev", "--data", filepath.Join(dir, "dev"), "--grpc-addr", "127.0.0.1:0",
+		"--http-addr", "127.0.0.1:0", "--etcd-addr", "127.0.0.1:0"}
+	if *fsyncPolicy != "" {
+		args = append(args, "--fsync", *fsyncPolicy)
+	}
+	server := exec.Command(*binary, args...)
 	server.Stderr = os.Stderr
 	stdout, err := server.StdoutPipe()
 	check(err)
