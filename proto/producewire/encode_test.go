@@ -98,33 +98,27 @@ func TestEncodersRefuseInvalidUTF8(t *testing.T) {
 	}
 }
 
-// Whatever request proto.Unmarshal makes of some bytes (unknown fields
+// Whatever message proto.Unmarshal makes of some bytes (unknown fields
 // included), the hand encoder writes it back exactly as proto.Marshal does.
 func FuzzAppendProduceRequest(f *testing.F) {
-	for _, req := range produceSeeds() {
-		b, _ := proto.Marshal(req)
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		req := &orderlogpb.ProduceRequest{}
-		if proto.Unmarshal(b, req) != nil {
-			return
-		}
-		checkEncoding(t, req, ProduceRequestSize, AppendProduceRequest)
-	})
+	fuzzEncoder(f, produceSeeds(), ProduceRequestSize, AppendProduceRequest)
 }
 
 func FuzzAppendProduceResponse(f *testing.F) {
-	for _, resp := range responseSeeds() {
-		b, _ := proto.Marshal(resp)
+	fuzzEncoder(f, responseSeeds(), ProduceResponseSize, AppendProduceResponse)
+}
+
+func fuzzEncoder[M proto.Message](f *testing.F, seeds []M, size func(M) int, appendTo func([]byte, M) ([]byte, error)) {
+	for _, m := range seeds {
+		b, _ := proto.Marshal(m)
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		resp := &orderlogpb.ProduceResponse{}
-		if proto.Unmarshal(b, resp) != nil {
+		m := seeds[0].ProtoReflect().New().Interface().(M)
+		if proto.Unmarshal(b, m) != nil {
 			return
 		}
-		checkEncoding(t, resp, ProduceResponseSize, AppendProduceResponse)
+		checkEncoding(t, m, size, appendTo)
 	})
 }
 
