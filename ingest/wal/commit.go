@@ -5,9 +5,9 @@ import (
 	"sync"
 	"time"
 
-	"orderlog/ingest/wal/walfs"
-
 	"golang.org/x/sys/unix"
+
+	"orderlog/ingest/wal/walfs"
 )
 
 // batch is a group of records written together and covered by one
