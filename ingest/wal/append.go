@@ -196,8 +196,8 @@ func (s *Store) writableLocked(ledger uint64) error {
 }
 
 // removeDeadSegments removes the segments no live ledger has a record in
-// (index.deadSegments), but only segments older than the newest sealed one,
-// whose checkpoint carries every deletion made before it
+// (index.deadSegments), but only segments older than the newest
+// checkpointed one, whose checkpoint carries every deletion made before it
 // (deletedMetasLocked): a removed delete record must not let older records
 // of its ledger come back.
 func (s *Store) removeDeadSegments() error {
@@ -206,7 +206,13 @@ func (s *Store) removeDeadSegments() error {
 		s.mu.Unlock()
 		return nil
 	}
-	dead := s.mu.idx.deadSegments(s.mu.segments, s.mu.segments[len(s.mu.segments)-2])
+	// The newest sealed segment's checkpoint may still be on its way
+	// (releaseLoop); removal waits for it rather than keep segments it
+	// could remove.
+	for newestSealed := s.mu.segments[len(s.mu.segments)-2]; s.mu.checkpointed < newestSealed && s.mu.failed == nil; {
+		s.checkpoints.Wait()
+	}
+	dead := s.mu.idx.deadSegments(s.mu.segments, s.mu.checkpointed)
 	s.mu.segments = slices.DeleteFunc(s.mu.segments, func(seq uint32) bool { return slices.Contains(dead, seq) })
 	for _, seq := range dead {
 		if f := s.mu.readers[seq]; f != nil {

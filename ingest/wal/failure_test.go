@@ -5,6 +5,7 @@ import (
 	"path"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -228,11 +229,12 @@ func TestSyncDelaySkipsAFullBatch(t *testing.T) {
 	}
 }
 
-// TestRollDropsTheSealedSegmentFromTheCache: each segment is dropped from
-// the page cache once after it is sealed (the active one never), off the
-// commit loop (appends go on while a drop is slow), and a failing drop
-// changes nothing: it is advice.
-func TestRollDropsTheSealedSegmentFromTheCache(t *testing.T) {
+// TestRollLeavesSlowWorkToTheReleaseLoop: a roll does not wait for the
+// sealed segment's index checkpoint or its drop from the page cache
+// (appends go on while both are held); afterwards every sealed segment has
+// its checkpoint and was dropped once (the active one never), and a failing
+// drop changes nothing: it is advice.
+func TestRollLeavesSlowWorkToTheReleaseLoop(t *testing.T) {
 	fsys := walfs.NewCrashFS(1)
 	var mu sync.Mutex
 	dropped := map[string]int{}
@@ -245,17 +247,18 @@ func TestRollDropsTheSealedSegmentFromTheCache(t *testing.T) {
 		dropped[path.Base(name)]++
 		return walfs.ErrInjected
 	})
-	held := &heldDropFS{FS: fsys, hold: make(chan struct{})}
+	held := &heldFS{FS: fsys, hold: make(chan struct{})}
 	s, err := Open(Config{Dir: testDir, FS: held, SegmentSize: 4 << 10}) // a few entries per segment
 	if err != nil {
 		t.Fatal(err)
 	}
+	held.armed.Store(true)
 	rolls := func() int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return len(s.mu.segments) - 1
 	}
-	// Appends go on across rolls while the first drop is held (up to the
+	// Appends go on across rolls while the release loop is held (up to the
 	// backlog: a roll beyond it would wait).
 	next := int64(0)
 	for ; rolls() < retiredBacklog; next++ {
@@ -269,15 +272,26 @@ func TestRollDropsTheSealedSegmentFromTheCache(t *testing.T) {
 	for e := int64(0); e < 200; e++ {
 		expectPresent(t, s, 1, e)
 	}
+	active := segments[len(segments)-1]
+	s.mu.Lock()
+	for s.mu.checkpointed < active-1 {
+		s.checkpoints.Wait()
+	}
+	s.mu.Unlock()
+	for _, seq := range segments[:len(segments)-1] {
+		if _, err := fsys.Open(s.path(indexName(seq))); err != nil {
+			t.Fatalf("sealed segment %d has no index checkpoint: %v", seq, err)
+		}
+	}
 	if err := s.Close(); err != nil { // waits for the release loop
 		t.Fatal(err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for i, seq := range segments {
+	for _, seq := range segments {
 		want := 1
-		if i == len(segments)-1 {
-			want = 0 // active
+		if seq == active {
+			want = 0
 		}
 		if got := dropped[segmentName(seq)]; got != want {
 			t.Fatalf("segment %d dropped from the cache %d times, want %d (all: %v)", seq, got, want, dropped)
@@ -285,24 +299,63 @@ func TestRollDropsTheSealedSegmentFromTheCache(t *testing.T) {
 	}
 }
 
-// heldDropFS is a file system whose DropCache calls wait until hold is
-// closed (CrashFS's inject hook runs under its lock, so it cannot wait).
-type heldDropFS struct {
+// TestCrashBeforeCheckpointsLosesNothing: sealed segments whose checkpoint
+// was not yet written when the machine crashed are scanned by the next
+// Open, and every acknowledged append is there.
+func TestCrashBeforeCheckpointsLosesNothing(t *testing.T) {
+	fsys := walfs.NewCrashFS(1)
+	held := &heldFS{FS: fsys, hold: make(chan struct{})}
+	s, err := Open(Config{Dir: testDir, FS: held, SegmentSize: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.armed.Store(true)
+	next := int64(0)
+	for ; ; next++ {
+		s.mu.Lock()
+		rolls := len(s.mu.segments) - 1
+		s.mu.Unlock()
+		if rolls >= retiredBacklog {
+			break
+		}
+		mustAppend(t, s, 1, next, next+1)
+	}
+	fsys.Crash() // the old store is abandoned, its release loop still held
+	s = openMem(t, fsys, nil)
+	defer s.Close()
+	if len(s.Corruptions()) > 0 {
+		t.Fatalf("corruptions after a crash before the checkpoints: %v", s.Corruptions())
+	}
+	for e := int64(0); e < next; e++ {
+		expectPresent(t, s, 1, e)
+	}
+}
+
+// heldFS is a file system whose DropCache calls and index checkpoint
+// writes wait, once armed, until hold is closed (CrashFS's inject hook runs
+// under its lock, so it cannot wait).
+type heldFS struct {
 	walfs.FS
-	hold chan struct{}
+	armed atomic.Bool
+	hold  chan struct{}
 }
 
-func (h *heldDropFS) Create(name string) (walfs.File, error) {
+func (h *heldFS) Create(name string) (walfs.File, error) {
+	if h.armed.Load() && strings.HasSuffix(name, indexSuffix+".tmp") {
+		<-h.hold
+	}
 	f, err := h.FS.Create(name)
-	return heldDropFile{File: f, hold: h.hold}, err
+	return heldFile{File: f, fs: h}, err
 }
 
-type heldDropFile struct {
+type heldFile struct {
 	walfs.File
-	hold chan struct{}
+	fs *heldFS
 }
 
-func (f heldDropFile) DropCache() error {
-	<-f.hold
+func (f heldFile) DropCache() error {
+	if f.fs.armed.Load() {
+		<-f.fs.hold
+	}
 	return f.File.DropCache()
 }

@@ -21,8 +21,9 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{cfg: cfg, fs: cfg.FS, dir: cfg.Dir, kick: make(chan struct{}, 1), stopped: make(chan struct{}),
-		retired: make(chan walfs.File, retiredBacklog), released: make(chan struct{})}
+		retired: make(chan retiredSegment, retiredBacklog), released: make(chan struct{})}
 	s.space = sync.NewCond(&s.mu)
+	s.checkpoints = sync.NewCond(&s.mu)
 	s.mu.idx = newIndex()
 	s.mu.readers = map[uint32]walfs.File{}
 	if err := s.fs.MkdirAll(s.dir); err != nil {
@@ -51,6 +52,9 @@ func Open(cfg Config) (*Store, error) {
 	next, err := s.recover()
 	if err != nil {
 		return nil, fmt.Errorf("wal: recover: %w", err)
+	}
+	if n := len(s.mu.segments); n > 0 {
+		s.mu.checkpointed = s.mu.segments[n-1] // recovery checkpointed every segment it kept
 	}
 	f, err := s.createSegment(next)
 	if err != nil {

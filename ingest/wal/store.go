@@ -21,7 +21,7 @@ type Store struct {
 	// retired takes each sealed segment from the commit loop to the
 	// release loop, which closes released when the channel is closed and
 	// drained.
-	retired  chan walfs.File
+	retired  chan retiredSegment
 	released chan struct{}
 	// corruptions were found while opening; immutable after Open.
 	corruptions []*CorruptionError
@@ -46,10 +46,18 @@ type Store struct {
 		closing bool
 		// segments lists existing segment sequence numbers, ascending.
 		segments []uint32
-		readers  map[uint32]walfs.File
+		// checkpointed is the newest sealed segment whose index checkpoint
+		// is durable (the release loop writes them in journal order).
+		// Dead segments are removed only below it: its checkpoint carries
+		// every deletion made before it was taken.
+		checkpointed uint32
+		readers      map[uint32]walfs.File
 	}
 	// space is signalled when the commit loop takes the pending batch.
 	space *sync.Cond
+	// checkpoints is signalled when the release loop has written a
+	// checkpoint (or failed to).
+	checkpoints *sync.Cond
 
 	// Owned by the commit loop (and by Open/Close around it).
 	active      walfs.File
@@ -107,7 +115,7 @@ func (s *Store) Close() error {
 	if failed == nil {
 		// A failed store's tail is re-verified by the next Open, so it
 		// gets no checkpoint and no clean mark.
-		err = s.sealActive()
+		err = s.writeCheckpoint(s.activeCheckpoint())
 		if err == nil {
 			c := s.id
 			c.interval, c.clean = s.cfg.SyncInterval > 0, true
