@@ -132,10 +132,14 @@ func (s *Store) waitSyncDelay(lastSync time.Time) {
 	if s.cfg.SyncDelay == 0 {
 		return // the default: no clock read on every turn of the loop
 	}
+	d := s.cfg.SyncDelay - time.Since(lastSync)
+	if d <= 0 {
+		return
+	}
 	s.mu.Lock()
 	full := s.mu.pendingBytes >= syncDelayFullBytes
 	s.mu.Unlock()
-	if d := s.cfg.SyncDelay - time.Since(lastSync); d > 0 && !full {
+	if !full {
 		sleepPrecisely(d)
 	}
 }

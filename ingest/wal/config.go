@@ -28,9 +28,9 @@ type Config struct {
 	// commit delay). Appends still wait for the fdatasync that covers them;
 	// under continuous load each waits up to d longer, a lone append after a
 	// quiet d waits for nothing, and neither does a batch that already holds
-	// 512 KiB (so the delay costs no peak rate). For machines that pay per flush: on
-	// a VM with a CPU quota the hypervisor's work for each flush counts
-	// against it (docs/operations.md).
+	// 512 KiB (the peak rate's batches are larger). For machines that pay
+	// per flush: on a VM with a CPU quota the hypervisor's work for each
+	// flush counts against it (docs/operations.md).
 	SyncDelay time.Duration
 	// SegmentSize is the size at which the journal rolls to a new segment
 	// file. Default 64 MiB; at most 1 GiB.

@@ -102,3 +102,9 @@ func FuzzDecodeIndex(f *testing.F) {
 		}
 	})
 }
+
+// appendRecord appends r's framing and payload to buf, as the store frames
+// a record into its batch (enqueueFramedLocked).
+func appendRecord(buf []byte, r *Record) []byte {
+	return append(appendRecordHeader(buf, r), r.Payload...)
+}

@@ -72,11 +72,6 @@ var (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// appendRecord appends r's framing and payload to buf.
-func appendRecord(buf []byte, r *Record) []byte {
-	return append(appendRecordHeader(buf, r), r.Payload...)
-}
-
 // appendRecordHeader appends r's framing (RecordHeaderSize bytes, the
 // checksum over the payload included) but not the payload, so that the
 // payload can be copied once, straight to where it is written.
