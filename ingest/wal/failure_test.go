@@ -229,6 +229,42 @@ func TestSyncDelaySkipsAFullBatch(t *testing.T) {
 	}
 }
 
+// TestEverySegmentIsPreallocated: the store reserves the blocks of every
+// segment it creates, once, and a failing reservation changes nothing: it
+// is advice (appends then allocate as they go).
+func TestEverySegmentIsPreallocated(t *testing.T) {
+	fsys := walfs.NewCrashFS(1)
+	var mu sync.Mutex
+	preallocated := map[string]int{}
+	fsys.SetInject(func(op walfs.Op, name string) error {
+		if op != walfs.OpPreallocate {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		preallocated[path.Base(name)]++
+		return walfs.ErrInjected
+	})
+	s := openMem(t, fsys, nil) // 4 KiB segments
+	mustAppend(t, s, 1, 0, 400)
+	s.mu.Lock()
+	segments := slices.Clone(s.mu.segments)
+	s.mu.Unlock()
+	if len(segments) < 3 {
+		t.Fatalf("%d segments: the test needs rolls", len(segments))
+	}
+	for e := int64(0); e < 400; e++ {
+		expectPresent(t, s, 1, e)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, seq := range segments {
+		if n := preallocated[segmentName(seq)]; n != 1 {
+			t.Errorf("segment %d preallocated %d times, want once", seq, n)
+		}
+	}
+}
+
 // TestRollLeavesSlowWorkToTheReleaseLoop: a roll does not wait for the
 // sealed segment's index checkpoint or its drop from the page cache
 // (appends go on while both are held); afterwards every sealed segment has

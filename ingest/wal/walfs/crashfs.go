@@ -21,6 +21,7 @@ const (
 	OpCreate
 	OpRename
 	OpDropCache
+	OpPreallocate
 )
 
 // ErrCrashed is returned by file handles opened before a simulated crash.
@@ -325,6 +326,17 @@ func (f *memFile) DropCache() error {
 		return err
 	}
 	return f.fs.injectLocked(OpDropCache, f.name)
+}
+
+// Preallocate has no blocks to reserve; like DropCache it reports the
+// call to the injection hook.
+func (f *memFile) Preallocate(int64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.checkLocked(); err != nil {
+		return err
+	}
+	return f.fs.injectLocked(OpPreallocate, f.name)
 }
 
 func (f *memFile) Size() (int64, error) {

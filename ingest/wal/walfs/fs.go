@@ -31,6 +31,11 @@ type File interface {
 	// synced, will not be needed soon (posix_fadvise DONTNEED). Advisory:
 	// an error changes nothing but the page cache.
 	DropCache() error
+	// Preallocate reserves disk blocks for the file's first size bytes
+	// without changing its length (fallocate FALLOC_FL_KEEP_SIZE), so that
+	// appends within them allocate nothing. Advisory: after an error,
+	// appends allocate as they go.
+	Preallocate(size int64) error
 }
 
 // FS is a directory-oriented filesystem.
@@ -139,6 +144,18 @@ func (f osFile) DropCache() error {
 		return err
 	}
 	return adviseErr
+}
+
+func (f osFile) Preallocate(size int64) error {
+	conn, err := f.f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var allocErr error
+	if err := conn.Control(func(fd uintptr) { allocErr = unix.Fallocate(int(fd), unix.FALLOC_FL_KEEP_SIZE, 0, size) }); err != nil {
+		return err
+	}
+	return allocErr
 }
 
 func (f osFile) Size() (int64, error) {
