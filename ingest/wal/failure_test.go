@@ -229,22 +229,33 @@ func TestSyncDelaySkipsAFullBatch(t *testing.T) {
 	}
 }
 
+// failAndCount makes every op on fsys fail with ErrInjected and returns how
+// many times it was tried on a file (by base name).
+func failAndCount(fsys *walfs.CrashFS, op walfs.Op) func(name string) int {
+	var mu sync.Mutex
+	count := map[string]int{}
+	fsys.SetInject(func(o walfs.Op, name string) error {
+		if o != op {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		count[path.Base(name)]++
+		return walfs.ErrInjected
+	})
+	return func(name string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return count[name]
+	}
+}
+
 // TestEverySegmentIsPreallocated: the store reserves the blocks of every
 // segment it creates, once, and a failing reservation changes nothing: it
 // is advice (appends then allocate as they go).
 func TestEverySegmentIsPreallocated(t *testing.T) {
 	fsys := walfs.NewCrashFS(1)
-	var mu sync.Mutex
-	preallocated := map[string]int{}
-	fsys.SetInject(func(op walfs.Op, name string) error {
-		if op != walfs.OpPreallocate {
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		preallocated[path.Base(name)]++
-		return walfs.ErrInjected
-	})
+	preallocated := failAndCount(fsys, walfs.OpPreallocate)
 	s := openMem(t, fsys, nil) // 4 KiB segments
 	mustAppend(t, s, 1, 0, 400)
 	s.mu.Lock()
@@ -256,10 +267,8 @@ func TestEverySegmentIsPreallocated(t *testing.T) {
 	for e := int64(0); e < 400; e++ {
 		expectPresent(t, s, 1, e)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for _, seq := range segments {
-		if n := preallocated[segmentName(seq)]; n != 1 {
+		if n := preallocated(segmentName(seq)); n != 1 {
 			t.Errorf("segment %d preallocated %d times, want once", seq, n)
 		}
 	}
@@ -272,17 +281,7 @@ func TestEverySegmentIsPreallocated(t *testing.T) {
 // drop changes nothing: it is advice.
 func TestRollLeavesSlowWorkToTheReleaseLoop(t *testing.T) {
 	fsys := walfs.NewCrashFS(1)
-	var mu sync.Mutex
-	dropped := map[string]int{}
-	fsys.SetInject(func(op walfs.Op, name string) error {
-		if op != walfs.OpDropCache {
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		dropped[path.Base(name)]++
-		return walfs.ErrInjected
-	})
+	dropped := failAndCount(fsys, walfs.OpDropCache)
 	held := &heldFS{FS: fsys, hold: make(chan struct{})}
 	s, err := Open(Config{Dir: testDir, FS: held, SegmentSize: 4 << 10}) // a few entries per segment
 	if err != nil {
@@ -322,15 +321,13 @@ func TestRollLeavesSlowWorkToTheReleaseLoop(t *testing.T) {
 	if err := s.Close(); err != nil { // waits for the release loop
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for _, seq := range segments {
 		want := 1
 		if seq == active {
 			want = 0
 		}
-		if got := dropped[segmentName(seq)]; got != want {
-			t.Fatalf("segment %d dropped from the cache %d times, want %d (all: %v)", seq, got, want, dropped)
+		if got := dropped(segmentName(seq)); got != want {
+			t.Fatalf("segment %d dropped from the cache %d times, want %d", seq, got, want)
 		}
 	}
 }
