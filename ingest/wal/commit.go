@@ -381,6 +381,18 @@ func (s *Store) createSegment(seq uint32) (walfs.File, error) {
 	return file, nil
 }
 
+// giveBackReservation frees the blocks a segment sealed before it filled
+// (at Close) still has reserved beyond its length: truncating a file to its
+// own length drops them and changes no byte. Advisory, like the
+// reservation. A segment sealed by a roll keeps less than one record's
+// worth, and truncating it there would put a file-system change (and, with
+// online discard, a TRIM) next to the commit loop's fdatasyncs.
+func giveBackReservation(f walfs.File) {
+	if size, err := f.Size(); err == nil {
+		_ = f.Truncate(size)
+	}
+}
+
 // Batch buffers are pooled: at thousands of batches a second, allocating
 // them fresh makes the garbage collector compete with the commit loop for
 // the CPUs. (Records are framed straight into them, see

@@ -274,6 +274,53 @@ func TestEverySegmentIsPreallocated(t *testing.T) {
 	}
 }
 
+// TestSealedSegmentsGiveBackTheirReservation: the active segment has its
+// blocks reserved; one sealed by a roll keeps less than a record's worth of
+// them, and one sealed before it filled (by Close, or by the recovery after
+// a crash) keeps none.
+func TestSealedSegmentsGiveBackTheirReservation(t *testing.T) {
+	fsys := walfs.NewCrashFS(1)
+	s := openMem(t, fsys, nil) // 4 KiB segments
+	active := func(s *Store) uint32 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.mu.segments[len(s.mu.segments)-1]
+	}
+	reserved := func(seq uint32) int64 { return fsys.ReservedBeyondEnd(s.path(segmentName(seq))) }
+	if r := reserved(active(s)); r < 4<<10-segmentHeaderSize {
+		t.Fatalf("the new active segment has %d bytes reserved", r)
+	}
+	mustAppend(t, s, 1, 0, 200) // several rolls
+	record := int64(RecordHeaderSize + len(payloadFor(1, 199)))
+	s.mu.Lock()
+	rolled := slices.Clone(s.mu.segments[:len(s.mu.segments)-1])
+	s.mu.Unlock()
+	for _, seq := range rolled {
+		if r := reserved(seq); r >= record {
+			t.Errorf("segment %d sealed by a roll keeps %d bytes reserved (a record is %d)", seq, r, record)
+		}
+	}
+	closed := active(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := reserved(closed); r != 0 {
+		t.Fatalf("segment %d sealed by Close keeps %d bytes reserved", closed, r)
+	}
+	s = openMem(t, fsys, nil)
+	mustAppend(t, s, 1, 200, 205)
+	crashed := active(s)
+	fsys.Crash()
+	s = openMem(t, fsys, nil)
+	defer s.Close()
+	if r := reserved(crashed); r != 0 {
+		t.Fatalf("segment %d sealed by the recovery after a crash keeps %d bytes reserved", crashed, r)
+	}
+	for e := int64(0); e < 205; e++ {
+		expectPresent(t, s, 1, e)
+	}
+}
+
 // TestRollLeavesSlowWorkToTheReleaseLoop: a roll does not wait for the
 // sealed segment's index checkpoint or its drop from the page cache
 // (appends go on while both are held); afterwards every sealed segment has

@@ -201,7 +201,9 @@ func (s *Store) scanAndSeal(seq uint32, tail bool) (kept bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if res.torn || res.end < int64(len(b)) {
+	// The tail segment is also truncated when it is whole: that gives back
+	// the blocks it reserved beyond its length (createSegment).
+	if tail || res.torn || res.end < int64(len(b)) {
 		if err := s.truncate(name, res.end); err != nil {
 			return false, err
 		}
@@ -229,7 +231,7 @@ func (s *Store) truncate(name string, size int64) error {
 	}
 	defer f.Close()
 	if err := f.Truncate(size); err != nil {
-		return fmt.Errorf("truncate torn tail of %s: %w", name, err)
+		return fmt.Errorf("truncate %s at %d: %w", name, size, err)
 	}
 	return f.Sync()
 }

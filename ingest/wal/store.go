@@ -113,6 +113,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	var err error
 	if failed == nil {
+		giveBackReservation(s.active)
 		// A failed store's tail is re-verified by the next Open, so it
 		// gets no checkpoint and no clean mark.
 		err = s.writeCheckpoint(s.activeCheckpoint())

@@ -53,6 +53,10 @@ type memNode struct {
 	// missing from it.
 	synced    []byte
 	dirtyFrom int
+	// reserved is how many bytes from offset 0 have blocks reserved
+	// (Preallocate); what lies beyond the length survives until a
+	// Truncate, as on a real file system.
+	reserved int64
 }
 
 // NewCrashFS returns an empty CrashFS. seed drives torn-write simulation.
@@ -103,13 +107,25 @@ func (c *CrashFS) Crash() {
 			}
 			data = append(data, tail...)
 		}
-		files[name] = &memNode{data: data, synced: append([]byte(nil), data...), dirtyFrom: len(data)}
+		files[name] = &memNode{data: data, synced: append([]byte(nil), data...), dirtyFrom: len(data), reserved: n.reserved}
 	}
 	c.files = files
 	c.durable = map[string]*memNode{}
 	for name, n := range files {
 		c.durable[name] = n
 	}
+}
+
+// ReservedBeyondEnd reports how many bytes name has reserved (Preallocate)
+// beyond its length.
+func (c *CrashFS) ReservedBeyondEnd(name string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.files[name]
+	if !ok {
+		return 0
+	}
+	return max(0, n.reserved-int64(len(n.data)))
 }
 
 // Corrupt lets a test edit a file's bytes in place, both the visible and
@@ -314,6 +330,7 @@ func (f *memFile) Truncate(size int64) error {
 		n.data = n.data[:size:size]
 	}
 	n.dirtyFrom = min(n.dirtyFrom, int(size))
+	n.reserved = min(n.reserved, size) // blocks beyond the new length are freed
 	return nil
 }
 
@@ -328,15 +345,19 @@ func (f *memFile) DropCache() error {
 	return f.fs.injectLocked(OpDropCache, f.name)
 }
 
-// Preallocate has no blocks to reserve; like DropCache it reports the
-// call to the injection hook.
-func (f *memFile) Preallocate(int64) error {
+// Preallocate records the reservation (see ReservedBeyondEnd); like
+// DropCache it reports the call to the injection hook first.
+func (f *memFile) Preallocate(size int64) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	if err := f.checkLocked(); err != nil {
 		return err
 	}
-	return f.fs.injectLocked(OpPreallocate, f.name)
+	if err := f.fs.injectLocked(OpPreallocate, f.name); err != nil {
+		return err
+	}
+	f.node.reserved = max(f.node.reserved, size)
+	return nil
 }
 
 func (f *memFile) Size() (int64, error) {
