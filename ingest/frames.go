@@ -26,6 +26,15 @@ type frame struct {
 	answer    func(*orderlogpb.ProduceResponse)
 	release   func() // nil once called (or if the request owns its bytes)
 	arrived   time.Time
+	times     frameTimes
+}
+
+// frameTimes are when a frame passed the stages of the write path, for
+// the per-frame stage metrics (zero: not reached).
+type frameTimes struct {
+	queued    time.Time // taken up by the node loop
+	appended  time.Time // the entry holding its latest message was appended
+	confirmed time.Time // that entry was confirmed
 }
 
 func newFrame(req *orderlogpb.ProduceRequest, answer func(*orderlogpb.ProduceResponse)) *frame {

@@ -122,6 +122,9 @@ func (n *Node) appendBatches(batches []*pipeline.Batch) {
 			panic("ingest: " + err.Error())
 		}
 		b.AppendedAt = time.Now()
+		for _, m := range b.Messages {
+			m.Payload.(*messageRef).frame.times.appended = b.AppendedAt
+		}
 		n.metrics.appendWait.Observe(b.AppendedAt.Sub(b.Messages[0].Payload.(*messageRef).frame.arrived).Seconds())
 		n.metrics.batchMessages.Observe(float64(len(b.Messages)))
 		n.metrics.appendedBytes.Add(float64(len(payload)))

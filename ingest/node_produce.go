@@ -32,7 +32,7 @@ func (n *Node) Produce(req *orderlogpb.ProduceRequest, answer func(*orderlogpb.P
 func (n *Node) ProduceFromBuffer(req *orderlogpb.ProduceRequest, release func(), answer func(*orderlogpb.ProduceResponse)) {
 	var f *frame
 	f = newFrame(req, func(resp *orderlogpb.ProduceResponse) {
-		n.metrics.observeFrame(resp, f.arrived)
+		n.metrics.observeFrame(resp, f)
 		answer(resp)
 	})
 	f.release = release
@@ -86,6 +86,7 @@ func (n *Node) validate(req *orderlogpb.ProduceRequest) error {
 }
 
 func (n *Node) produce(f *frame) {
+	f.times.queued = time.Now()
 	req := f.request
 	n.noteTopics(req.Messages)
 	if req.IdempotencyKey != "" {
@@ -156,8 +157,9 @@ func (n *Node) ackEarly(b *pipeline.Batch) {
 
 // logged acknowledges a durable batch and advances producer state.
 func (n *Node) logged(b *pipeline.Batch) {
+	now := time.Now()
 	if !b.AppendedAt.IsZero() {
-		n.metrics.confirmLatency.Observe(time.Since(b.AppendedAt).Seconds())
+		n.metrics.confirmLatency.Observe(now.Sub(b.AppendedAt).Seconds())
 	}
 	for start := 0; start < len(b.Messages); {
 		m := b.Messages[start]
@@ -180,6 +182,7 @@ func (n *Node) logged(b *pipeline.Batch) {
 		offset := b.First + uint64(i)
 		ref := m.Payload.(*messageRef)
 		ref.frame.unlogged--
+		ref.frame.times.confirmed = now
 		ref.frame.ackOffset(ref.index, offset)
 		if m.ProducerID == 0 {
 			continue

@@ -372,6 +372,38 @@ func TestHTTPAPI(t *testing.T) {
 		t.Errorf("metrics lack counters:\n%.2000s", raw)
 	} else if m := regexp.MustCompile(`(?m)^orderlog_wal_fsync_latency_seconds_count (\d+)$`).FindStringSubmatch(raw); m == nil || m[1] == "0" {
 		t.Errorf("metrics lack the WAL fsync latency histogram (%v)", m)
+	} else {
+		checkFrameStages(t, raw)
+	}
+}
+
+// checkFrameStages: every logged frame is observed once in each stage of
+// the per-frame breakdown, and the stages add up to no more than the frames'
+// ack latencies.
+func checkFrameStages(t *testing.T, metrics string) {
+	t.Helper()
+	value := func(series string) float64 {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(metrics)
+		if m == nil {
+			t.Fatalf("no %s in /metrics", series)
+		}
+		v, _ := strconv.ParseFloat(m[1], 64)
+		return v
+	}
+	frames, ackSum := value("orderlog_ingest_ack_latency_seconds_count"), value("orderlog_ingest_ack_latency_seconds_sum")
+	var stageSum float64
+	for _, stage := range []string{"intake", "batch", "confirm", "answer"} {
+		count := value(`orderlog_ingest_frame_stage_seconds_count{stage="` + stage + `"}`)
+		if count == 0 || count > frames {
+			t.Errorf("stage %s observed %v frames, %v were answered", stage, count, frames)
+		}
+		if first := value(`orderlog_ingest_frame_stage_seconds_count{stage="intake"}`); count != first {
+			t.Errorf("stage %s observed %v frames, intake %v", stage, count, first)
+		}
+		stageSum += value(`orderlog_ingest_frame_stage_seconds_sum{stage="` + stage + `"}`)
+	}
+	if stageSum > ackSum {
+		t.Errorf("the stages add up to %v s, the ack latencies to %v s", stageSum, ackSum)
 	}
 }
 
