@@ -269,6 +269,15 @@ func (f *memFile) checkLocked() error {
 	return nil
 }
 
+// startLocked checks the handle is usable, then asks the injection hook
+// whether op may go ahead.
+func (f *memFile) startLocked(op Op) error {
+	if err := f.checkLocked(); err != nil {
+		return err
+	}
+	return f.fs.injectLocked(op, f.name)
+}
+
 func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
@@ -306,10 +315,7 @@ func (f *memFile) Write(p []byte) (int, error) {
 func (f *memFile) Sync() error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.checkLocked(); err != nil {
-		return err
-	}
-	if err := f.fs.injectLocked(OpSync, f.name); err != nil {
+	if err := f.startLocked(OpSync); err != nil {
 		return err
 	}
 	n := f.node
@@ -339,10 +345,7 @@ func (f *memFile) Truncate(size int64) error {
 func (f *memFile) DropCache() error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.checkLocked(); err != nil {
-		return err
-	}
-	return f.fs.injectLocked(OpDropCache, f.name)
+	return f.startLocked(OpDropCache)
 }
 
 // Preallocate records the reservation (see ReservedBeyondEnd); like
@@ -350,10 +353,7 @@ func (f *memFile) DropCache() error {
 func (f *memFile) Preallocate(size int64) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.checkLocked(); err != nil {
-		return err
-	}
-	if err := f.fs.injectLocked(OpPreallocate, f.name); err != nil {
+	if err := f.startLocked(OpPreallocate); err != nil {
 		return err
 	}
 	f.node.reserved = max(f.node.reserved, size)
