@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"orderlog/ingest"
+	"orderlog/ingest/wal"
 	"orderlog/internal/node"
 )
 
@@ -20,7 +21,7 @@ func runDev(args []string) error {
 	grpcAddr := fs.String("grpc-addr", "127.0.0.1:7070", "gRPC API address (producers, readers, and internal services)")
 	httpAddr := fs.String("http-addr", "127.0.0.1:7080", "HTTP/JSON API address (also /metrics and /healthz)")
 	etcdAddr := fs.String("etcd-addr", "127.0.0.1:2379", "client address of the embedded etcd server")
-	fsync := fs.String("fsync", "always", `WAL fsync policy: "always" (fsync before every ack), "always,delay=<duration>" (also before every ack; waits that long after each fsync so more messages share the next) or "interval=<duration>" (weaker)`)
+	fsync := fs.String("fsync", wal.DefaultPolicy, `WAL fsync policy: "always,delay=<duration>" (fsync before every ack; waits that long after each fsync so more messages share the next), "always" (the same without the wait) or "interval=<duration>" (weaker)`)
 	ackMode := fs.String("ack-mode", "quorum", `when producers are acknowledged: "quorum" (durable on the ack quorum) or "leader"`)
 	maxMessage := fs.Int("max-message-bytes", 1<<20, "largest message value accepted")
 	pprof := fs.Bool("pprof", false, "serve Go runtime profiles under /debug/pprof/ on the HTTP address")

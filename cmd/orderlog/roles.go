@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"orderlog/ingest"
+	"orderlog/ingest/wal"
 	"orderlog/internal/node"
 )
 
@@ -64,7 +65,7 @@ func runIngest(args []string) error {
 	fs.IntVar(&in.A, "a", 2, "acks per entry (A)")
 	fs.IntVar(&in.Tolerate, "tolerate", 1, "store failures to tolerate (A ≥ f+1, W ≥ 2f+1)")
 	ackMode := fs.String("ack-mode", "quorum", `"quorum" or "leader"`)
-	fsync := fs.String("fsync", "always", `WAL fsync policy: "always", "always,delay=<duration>" or "interval=<duration>" (weaker)`)
+	fsync := fs.String("fsync", wal.DefaultPolicy, `WAL fsync policy: "always,delay=<duration>", "always" or "interval=<duration>" (weaker)`)
 	fs.IntVar(&in.MaxMessageBytes, "max-message-bytes", 1<<20, "largest message value accepted")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -125,7 +125,7 @@ func TestIntervalPolicy(t *testing.T) {
 
 func TestParsePolicy(t *testing.T) {
 	for in, want := range map[string]Policy{
-		"always": {}, "": {}, "interval=10ms": {SyncInterval: 10 * time.Millisecond},
+		"always": {}, "": {SyncDelay: 150 * time.Microsecond}, "interval=10ms": {SyncInterval: 10 * time.Millisecond},
 		"always,delay=150us": {SyncDelay: 150 * time.Microsecond}, "always,delay=0s": {},
 	} {
 		got, err := ParsePolicy(in)

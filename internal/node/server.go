@@ -63,9 +63,10 @@ type Config struct {
 	EtcdAddr string
 	// NodeName names this node in incarnations and ledger metadata.
 	NodeName string
-	// FsyncPolicy is the WAL store's policy: "always" (default),
-	// "always,delay=<duration>" (fewer, larger flushes; acks still wait for
-	// them) or "interval=<duration>" (weaker: acknowledged data can be lost).
+	// FsyncPolicy is the WAL store's policy: "always,delay=<duration>"
+	// (fewer, larger flushes; acks still wait for them; "" is
+	// wal.DefaultPolicy), "always" (a flush as soon as the last one is done)
+	// or "interval=<duration>" (weaker: acknowledged data can be lost).
 	FsyncPolicy string
 	// Ingest tunes the ingest node (limits, ack mode, batching) and the
 	// replication of its ledgers (W, A, Tolerate; default W = A = 1).
