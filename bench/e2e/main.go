@@ -6,7 +6,9 @@
 // streams of 1 KiB messages, fsync before ack): first as fast as it goes,
 // then at half that rate for the latency. The half-rate p99 is compared
 // with an ideal group-commit log on the same disk at the same rate, measured
-// right before it (e2e_p99_vs_ideal_p99_ratio). It ends with the lines
+// right after it (e2e_p99_vs_ideal_p99_ratio), and each round reports how
+// often a sleeping thread woke up late meanwhile (stalls.go): on a shared or
+// quota-limited machine those stalls bound the p99. It ends with the lines
 // e2e_msgs_per_s=<n> and e2e_vs_wal_ratio=<x>.
 package main
 
@@ -81,14 +83,20 @@ func main() {
 	// the same frames on the same disk (the latency floor of this disk at this
 	// rate), so a disk stall in one round hits one pair, not the figure;
 	// medians over the rounds are reported.
-	var e2eP99, idealP99, ratios []float64
+	var e2eP99, idealP99, ratios, e2eStalls []float64
 	for r := 0; r < *latencyRounds; r++ {
+		watch := watchStalls()
 		half, err := client.RunLoad(ctx, c, load)
 		check(err)
+		halfStalls := watch.Stop()
 		report(fmt.Sprintf("round %d: at half rate (%.0f msg/s asked)", r, load.Rate), half)
+		fmt.Printf("round %d: the machine meanwhile: %s\n", r, halfStalls)
+		watch = watchStalls()
 		ideal := idealGroupCommit(filepath.Join(dir, "groupcommit"), load.Frame*load.Size, load.Rate/float64(load.Frame), *duration)
-		fmt.Printf("round %d: ideal group commit at half rate (same frames, same disk): ack p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms\n",
-			r, ms(percentile(ideal, 0.5)), ms(percentile(ideal, 0.99)), ms(percentile(ideal, 0.999)))
+		idealStalls := watch.Stop()
+		fmt.Printf("round %d: ideal group commit at half rate (same frames, same disk): ack p50 %.2f ms, p99 %.2f ms, p99.9 %.2f ms; the machine meanwhile: %s\n",
+			r, ms(percentile(ideal, 0.5)), ms(percentile(ideal, 0.99)), ms(percentile(ideal, 0.999)), idealStalls)
+		e2eStalls = append(e2eStalls, float64(halfStalls.count))
 		e2eP99 = append(e2eP99, ms(half.Percentile(0.99)))
 		idealP99 = append(idealP99, ms(percentile(ideal, 0.99)))
 		ratios = append(ratios, float64(half.Percentile(0.99))/float64(percentile(ideal, 0.99)))
@@ -97,6 +105,7 @@ func main() {
 	fmt.Printf("e2e_p99_ack_ms_at_half_rate=%.3f (median of %d rounds)\n", median(e2eP99), *latencyRounds)
 	fmt.Printf("ideal_group_commit_p99_ms=%.3f (median of %d rounds)\n", median(idealP99), *latencyRounds)
 	fmt.Printf("e2e_p99_vs_ideal_p99_ratio=%.2f (median of %d rounds)\n", median(ratios), *latencyRounds)
+	fmt.Printf("e2e_stalls_per_round=%.0f (median of %d rounds: wake-ups over %s late while the half-rate load ran)\n", median(e2eStalls), *latencyRounds, stallThreshold)
 	fmt.Printf("e2e_mb_per_s=%.1f\n", peak.MBPerSecond())
 	fmt.Printf("e2e_msgs_per_s=%.0f\n", peak.MessagesPerSecond())
 	fmt.Printf("e2e_vs_wal_ratio=%.2f\n", peak.MessagesPerSecond()/walRate)
