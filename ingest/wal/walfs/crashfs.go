@@ -278,6 +278,18 @@ func (f *memFile) startLocked(op Op) error {
 	return f.fs.injectLocked(op, f.name)
 }
 
+// checkWritableLocked is checkLocked for calls that change the file: like
+// the operating system's, they fail on a handle opened read-only.
+func (f *memFile) checkWritableLocked() error {
+	if err := f.checkLocked(); err != nil {
+		return err
+	}
+	if f.readOnly {
+		return os.ErrPermission
+	}
+	return nil
+}
+
 func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
@@ -297,11 +309,8 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 func (f *memFile) Write(p []byte) (int, error) {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.checkLocked(); err != nil {
+	if err := f.checkWritableLocked(); err != nil {
 		return 0, err
-	}
-	if f.readOnly {
-		return 0, os.ErrPermission
 	}
 	if err := f.fs.injectLocked(OpWrite, f.name); err != nil {
 		return 0, err
@@ -328,12 +337,14 @@ func (f *memFile) Sync() error {
 func (f *memFile) Truncate(size int64) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.checkLocked(); err != nil {
+	if err := f.checkWritableLocked(); err != nil {
 		return err
 	}
 	n := f.node
 	if int(size) < len(n.data) {
 		n.data = n.data[:size:size]
+	} else {
+		n.data = append(n.data, make([]byte, int(size)-len(n.data))...) // a longer file reads zeros
 	}
 	n.dirtyFrom = min(n.dirtyFrom, int(size))
 	n.reserved = min(n.reserved, size) // blocks beyond the new length are freed
@@ -353,7 +364,10 @@ func (f *memFile) DropCache() error {
 func (f *memFile) Preallocate(size int64) error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
-	if err := f.startLocked(OpPreallocate); err != nil {
+	if err := f.checkWritableLocked(); err != nil {
+		return err
+	}
+	if err := f.fs.injectLocked(OpPreallocate, f.name); err != nil {
 		return err
 	}
 	f.node.reserved = max(f.node.reserved, size)

@@ -78,3 +78,42 @@ func TestTornCrashKeepsAPrefix(t *testing.T) {
 		t.Fatalf("torn crash left %d bytes starting %q", len(got), got[:min(len(got), 4)])
 	}
 }
+
+// TestReadOnlyHandlesChangeNothing: like the operating system's, a handle
+// from Open can neither write, truncate nor reserve.
+func TestReadOnlyHandlesChangeNothing(t *testing.T) {
+	fs := NewCrashFS(1)
+	fs.MkdirAll("/d")
+	f, _ := fs.Create("/d/a")
+	f.Write([]byte("data"))
+	r, err := fs.Open("/d/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Write([]byte("x")); err == nil {
+		t.Fatal("write through a read-only handle accepted")
+	}
+	if err := r.Truncate(1); err == nil {
+		t.Fatal("truncate through a read-only handle accepted")
+	}
+	if err := r.Preallocate(1 << 20); err == nil {
+		t.Fatal("preallocate through a read-only handle accepted")
+	}
+	if got := readAll(t, fs, "/d/a"); !bytes.Equal(got, []byte("data")) || fs.ReservedBeyondEnd("/d/a") != 0 {
+		t.Fatalf("after refused calls: %q, %d reserved", got, fs.ReservedBeyondEnd("/d/a"))
+	}
+}
+
+// TestTruncateExtendsWithZeros: a longer length reads as zeros, as ftruncate's does.
+func TestTruncateExtendsWithZeros(t *testing.T) {
+	fs := NewCrashFS(1)
+	fs.MkdirAll("/d")
+	f, _ := fs.Create("/d/a")
+	f.Write([]byte("ab"))
+	if err := f.Truncate(5); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, fs, "/d/a"); !bytes.Equal(got, []byte("ab\x00\x00\x00")) {
+		t.Fatalf("extended file reads %q", got)
+	}
+}
