@@ -51,7 +51,8 @@ func (m *CommitMap) Committed() (epoch int64, committed uint64) {
 
 // Resolve records a Written or Hole decision carried by a commit-map stream
 // of the given epoch (the leader's epoch, not the record's own tag: a new
-// leader re-sends the confirmed records of older epochs it replayed).
+// leader re-sends the confirmed records of older epochs it replayed below
+// its C₀).
 // Streams of an epoch older than the map's are ignored; a newer epoch first
 // drops every segment at or above C, which the new stream sends again.
 func (m *CommitMap) Resolve(epoch int64, s Segment) error {

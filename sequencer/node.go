@@ -175,7 +175,7 @@ func (n *Node) lead(ctx context.Context, sess *concurrency.Session, epoch uint64
 	if err != nil {
 		return err
 	}
-	l.cm = newCommitMap(n.cfg.RetainRecords, replayed.Records, replayed.C, epoch)
+	l.cm = newCommitMap(n.cfg.RetainRecords, replayed.Settled(), replayed.C, epoch)
 	l.mu.m = m
 	l.mu.streams = make(map[SessionID]*grantStream)
 	l.mu.byInc = make(map[string]*grantStream)

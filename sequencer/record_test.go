@@ -3,6 +3,7 @@ package sequencer
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -66,6 +67,42 @@ func TestReplayKeepsHighestWatermark(t *testing.T) {
 	}
 	if _, err := Replay([][]byte{e1, e2[:3]}); !errors.Is(err, ErrCorruptCommitEntry) {
 		t.Fatalf("torn entry: err = %v", err)
+	}
+}
+
+// TestReplayDropsOlderEpochsRecordsAboveC: epoch 5 confirmed Hole[59,61)
+// (an unused grant) while C was still 10; epoch 6 took over at C₀ = 10 and
+// decided [10, 110) again as one hole. A replay, and the records a new
+// leader serves from it, must hold only one decision per offset: readers
+// refuse overlapping records, and C would stop for good at 10.
+func TestReplayDropsOlderEpochsRecordsAboveC(t *testing.T) {
+	e5a := EncodeCommitEntry(nil, 5, []Record{{Kind: KindWritten, Range: Range{0, 10}, Ledger: 7, Entry: 0}, {Kind: KindWatermark, Watermark: 10}})
+	e5b := EncodeCommitEntry(nil, 5, []Record{{Kind: KindHole, Range: Range{59, 61}}})
+	e6 := EncodeCommitEntry(nil, 6, []Record{{Kind: KindHole, Range: Range{10, 110}}, {Kind: KindWatermark, Watermark: 110}})
+
+	epoch5, err := Replay([][]byte{e5a, e5b})
+	if err != nil || epoch5.C != 10 || len(epoch5.Records) != 2 {
+		t.Fatalf("epoch 5 replay = %+v, %v", epoch5, err)
+	}
+	// What epoch 6 serves from its replay: below C₀ only.
+	if settled := epoch5.Settled(); len(settled) != 1 || settled[0].Range != (Range{0, 10}) {
+		t.Fatalf("settled = %+v, want only Written[0,10)", settled)
+	}
+	if len(epoch5.Records) != 2 {
+		t.Fatalf("Settled changed the replay's records: %+v", epoch5.Records)
+	}
+
+	// What epoch 7 replays: both epochs, one decision per offset.
+	both, err := Replay([][]byte{e5a, e5b, e6})
+	if err != nil || both.C != 110 || both.Epoch != 6 {
+		t.Fatalf("replay = %+v, %v", both, err)
+	}
+	want := []EpochRecord{
+		{Epoch: 5, Record: Record{Kind: KindWritten, Range: Range{0, 10}, Ledger: 7, Entry: 0}},
+		{Epoch: 6, Record: Record{Kind: KindHole, Range: Range{10, 110}}},
+	}
+	if !slices.Equal(both.Records, want) {
+		t.Fatalf("records = %+v, want %+v", both.Records, want)
 	}
 }
 

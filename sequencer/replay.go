@@ -1,6 +1,9 @@
 package sequencer
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // EpochRecord is a confirmed commit record tagged with the epoch of the
 // leader that wrote it.
@@ -16,7 +19,8 @@ type CommitMap struct {
 	C uint64
 	// Epoch is the highest epoch among the entries.
 	Epoch uint64
-	// Records are the Written and Hole records in log order.
+	// Records are the Written and Hole records in log order: those below
+	// C, then the latest epoch's records from C on (see apply).
 	Records []EpochRecord
 }
 
@@ -37,7 +41,17 @@ func Replay(entries [][]byte) (CommitMap, error) {
 }
 
 func (cm *CommitMap) apply(epoch uint64, records []Record) {
-	cm.Epoch = max(cm.Epoch, epoch)
+	if epoch > cm.Epoch {
+		// A newer leader decided every offset from C on again, from the
+		// ledgers themselves (its takeover, DESIGN §5), and its records may
+		// be shaped differently from the older epochs' there: one hole over
+		// [C₀, R) where an older epoch had confirmed a smaller one above
+		// its C. Both kept would overlap, and a reader refuses overlapping
+		// records. So the older records from C on go, as a reader drops its
+		// own segments at or above C when a newer epoch's stream starts.
+		cm.Records = slices.DeleteFunc(cm.Records, func(r EpochRecord) bool { return r.Range.First >= cm.C })
+		cm.Epoch = epoch
+	}
 	for _, r := range records {
 		if r.Kind == KindWatermark {
 			cm.C = max(cm.C, r.Watermark)
@@ -46,4 +60,10 @@ func (cm *CommitMap) apply(epoch uint64, records []Record) {
 		r.Seq = 0
 		cm.Records = append(cm.Records, EpochRecord{Epoch: epoch, Record: r})
 	}
+}
+
+// Settled returns the records that decide offsets below C, in log order. A
+// new leader serves these from its replay; [C, R) it decides again itself.
+func (cm CommitMap) Settled() []EpochRecord {
+	return slices.DeleteFunc(slices.Clone(cm.Records), func(r EpochRecord) bool { return r.Range.First >= cm.C })
 }

@@ -58,6 +58,24 @@ type simLeader struct {
 	partitioned bool
 	frozenAt    time.Duration
 	c0          uint64
+	// served are the Written and Hole records its commit map gives readers:
+	// the settled part of its replay, then its own confirmed ones. Readers
+	// refuse two different records for one offset.
+	served []Record
+}
+
+// serve adds a confirmed record to what the leader serves readers.
+func (ld *simLeader) serve(w *simWorld, r Record) {
+	if r.Kind == KindWatermark {
+		return
+	}
+	r.Seq = 0
+	for _, s := range ld.served {
+		if s.Range.First < r.Range.End && r.Range.First < s.Range.End && s != r {
+			w.fatalf("epoch %d serves readers both %v and %v", ld.epoch, s, r)
+		}
+	}
+	ld.served = append(ld.served, r)
 }
 
 type simGrant struct {
@@ -183,6 +201,9 @@ func (w *simWorld) elect() {
 		w.fatalf("new machine: %v", err)
 	}
 	ld := &simLeader{epoch: w.epoch, m: m, c0: cm.C, partitioned: w.rng.IntN(2) == 0}
+	for _, r := range cm.Settled() {
+		ld.serve(w, r.Record)
+	}
 	w.confirmedC[w.epoch] = cm.C
 	ld.commit = w.newLedger(w.epoch, "")
 	ld.commit.leader = ld
@@ -251,6 +272,9 @@ func (w *simWorld) confirmCommit(l *simLedger, upTo int64) {
 		e := l.entries[i]
 		for _, r := range e.records {
 			w.applyTruth(l.epoch, r)
+			if l.leader != nil {
+				l.leader.serve(w, r)
+			}
 		}
 		if l.leader != nil {
 			l.leader.m.Confirmed(e.maxSeq)
