@@ -191,9 +191,6 @@ func (n *Node) drive() {
 		if ready.Empty() {
 			return
 		}
-		if ready.NeedLedger {
-			n.openLedger()
-		}
 		for _, g := range ready.GrantRequests {
 			n.grantAsked[g.BatchID] = time.Now()
 			n.grants.Grant(g.BatchID, g.Ledger, g.Count)
@@ -210,6 +207,9 @@ func (n *Node) drive() {
 		}
 		for _, b := range ready.Logged {
 			n.logged(b)
+		}
+		if ready.NeedLedger {
+			n.openLedger() // after Logged: its snapshot must count them durable
 		}
 	}
 }

@@ -90,6 +90,13 @@ func (b *stateBuilder) apply(payload []byte) error {
 			return err
 		}
 		for _, s := range states {
+			if s.ID == b.id && s.DurableNext < b.durableNext {
+				// Older than what the entries before it made durable (a
+				// snapshot taken before its ledger's predecessor was fully
+				// logged): the replayed state is the truth.
+				b.epoch = max(b.epoch, s.Epoch)
+				continue
+			}
 			if s.ID == b.id {
 				b.epoch, b.durableNext, b.window = s.Epoch, s.DurableNext, append([]uint64(nil), s.Window...)
 				b.keys = append([]string(nil), s.Keys...)
@@ -113,7 +120,9 @@ func (b *stateBuilder) apply(payload []byte) error {
 					return err
 				}
 			}
-			b.applyRun(run, d.FirstOffset+uint64(index), records[index:index+int(run.Count)])
+			if err := b.applyRun(run, d.FirstOffset+uint64(index), records[index:index+int(run.Count)]); err != nil {
+				return err
+			}
 		}
 		index += int(run.Count)
 	}
@@ -121,8 +130,13 @@ func (b *stateBuilder) apply(payload []byte) error {
 }
 
 // applyRun extends the state with a run's seqs beyond durableNext. Runs of
-// one producer are logged in seq order, so a run starts at or below it.
-func (b *stateBuilder) applyRun(run batch.ProducerRun, firstOffset uint64, records []batch.Record) {
+// one producer are logged in seq order, so a run starts at or below it; one
+// that starts beyond it means seqs are missing from what was replayed, and
+// the window would give later seqs wrong offsets, so the rebuild fails.
+func (b *stateBuilder) applyRun(run batch.ProducerRun, firstOffset uint64, records []batch.Record) error {
+	if run.FirstSeq > b.durableNext {
+		return fmt.Errorf("producer %d: logged seqs jump from %d to %d", b.id, b.durableNext, run.FirstSeq)
+	}
 	b.epoch = max(b.epoch, run.Epoch)
 	skip := b.durableNext - min(b.durableNext, run.FirstSeq)
 	for i := skip; i < uint64(run.Count); i++ {
@@ -134,4 +148,5 @@ func (b *stateBuilder) applyRun(run batch.ProducerRun, firstOffset uint64, recor
 		b.window = append([]uint64(nil), b.window[len(b.window)-b.windowSize:]...)
 		b.keys = append([]string(nil), b.keys[len(b.keys)-b.windowSize:]...)
 	}
+	return nil
 }

@@ -5,9 +5,10 @@
 //
 // The pipeline does no I/O. Its owner feeds it inputs (Add, LedgerOpened,
 // Granted, GrantRefused, Appended, Confirmed, LedgerFailing, LedgerClosed)
-// and acts on the Ready it returns, in field order: open a ledger, send grant
-// requests, append granted batches (in order), send Written and Unused
-// reports, acknowledge logged messages.
+// and acts on the Ready it returns, in field order: send grant requests,
+// append granted batches (in order), send Written and Unused reports,
+// acknowledge logged messages, and only then open a ledger (whose
+// producer-state snapshot must include what was just logged).
 //
 // Invariants:
 //   - Batches are sealed in arrival order and granted in request order, so

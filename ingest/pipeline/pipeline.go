@@ -61,7 +61,6 @@ type UnusedReport struct {
 
 // Ready is what the owner must do next, in field order.
 type Ready struct {
-	NeedLedger    bool
 	GrantRequests []GrantRequest
 	Appends       []*Batch // granted, in entry order; report each with Appended
 	Written       []WrittenReport
@@ -72,6 +71,12 @@ type Ready struct {
 	// it, re-granted like any unconfirmed batch.
 	Acked  []*Batch
 	Logged []*Batch // durable: message i is at offset First+i
+	// NeedLedger asks for a new ledger. It comes last because the new
+	// ledger's entry 0 is a snapshot of the producer state: it must count
+	// the batches Logged in the same Ready (a closed ledger's last entries
+	// are logged in the Ready that asks for its successor), or a rebuild
+	// from it forgets acknowledged seqs and logs them again.
+	NeedLedger bool
 }
 
 // Empty reports whether there is nothing to do.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"orderlog/client"
+	"orderlog/ingest/producer"
 	"orderlog/internal/apierr"
 	"orderlog/proto/orderlogpb"
 
@@ -520,8 +521,9 @@ func TestIdempotencyKeyAnswersTheOriginalOffsetAcrossRestarts(t *testing.T) {
 // granted and encoded anew from the frames' records), every value read back
 // must be exactly the one sent.
 func TestValuesSurviveBufferReuseAndLedgerCloses(t *testing.T) {
-	s := startServer(t, t.TempDir())
-	defer s.Close()
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	defer func() { s.Close() }() // the server restarted at the end
 	c := dial(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -555,6 +557,17 @@ func TestValuesSurviveBufferReuseAndLedgerCloses(t *testing.T) {
 		offset uint64 // past the highest acknowledged offset
 	}
 	errs := make(chan error, producers)
+	// What each producer ends with, to check its state after a restart.
+	type sentFrame struct {
+		firstSeq uint64
+		messages []*orderlogpb.Message
+		offsets  []uint64
+	}
+	type finalState struct {
+		id, epoch, sent uint64
+		frames          []sentFrame
+	}
+	finals := make([]finalState, producers)
 	for p := range producers {
 		wg.Add(1)
 		go func() {
@@ -566,6 +579,8 @@ func TestValuesSurviveBufferReuseAndLedgerCloses(t *testing.T) {
 				return
 			}
 			defer prod.Close()
+			final := &finals[p]
+			final.id, final.epoch = prod.ID()
 			var pending []*client.Pending
 			for f := 0; f < minFrames || closeRounds.Load() < minCloseRounds; f++ {
 				batch := make([]*orderlogpb.Message, perFrame)
@@ -579,14 +594,17 @@ func TestValuesSurviveBufferReuseAndLedgerCloses(t *testing.T) {
 				}
 				pending = append(pending, pd)
 				sent.Add(perFrame)
+				final.sent += perFrame
+				final.frames = append(final.frames, sentFrame{firstSeq: pd.FirstSeq(), messages: batch})
 			}
-			for _, pd := range pending {
+			for i, pd := range pending {
 				acks, err := pd.Wait(ctx)
 				if err != nil {
 					errs <- err
 					return
 				}
 				for _, a := range acks {
+					final.frames[i].offsets = append(final.frames[i].offsets, a.Offset)
 					end.Lock()
 					end.offset = max(end.offset, a.Offset+1)
 					end.Unlock()
@@ -622,6 +640,52 @@ func TestValuesSurviveBufferReuseAndLedgerCloses(t *testing.T) {
 	}
 	if opened := testutilCounter(t, s, "orderlog_ingest_ledgers_opened_total"); opened < 3 {
 		t.Fatalf("only %v ledgers opened: the closes did not happen", opened)
+	}
+
+	// After a restart every producer's state is rebuilt from the ledgers,
+	// whose head snapshots were taken as they were closed and opened under
+	// load: a retry of any frame still in the dedup window is a duplicate
+	// at its original offsets, and a new session continues after the last
+	// seq sent.
+	s.Close()
+	s = startServer(t, dir)
+	c = dial(t, s)
+	for p, final := range finals {
+		raw, err := c.RawProducer().Produce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range final.frames {
+			if f.firstSeq+producer.DefaultWindowSize < final.sent {
+				continue // older than the window: answered DUPLICATE without an offset
+			}
+			if err := raw.Send(&orderlogpb.ProduceRequest{ProducerId: final.id, Epoch: final.epoch, FirstSeq: f.firstSeq,
+				RequestId: f.firstSeq + 1, Messages: f.messages}); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := raw.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.ErrorCode != "" || len(resp.Acks) != len(f.offsets) {
+				t.Fatalf("producer %d: retry of seqs from %d answered %+v", p, f.firstSeq, resp)
+			}
+			for i, a := range resp.Acks {
+				if !a.Duplicate || a.Offset != f.offsets[i] {
+					t.Fatalf("producer %d: retried seq %d answered %+v, want a duplicate at %d", p, f.firstSeq+uint64(i), a, f.offsets[i])
+				}
+			}
+		}
+		_ = raw.CloseSend()
+		again, err := c.NewProducer(ctx, fmt.Sprintf("reuse-%d", p), client.ProducerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pd, err := again.Send(ctx, msg("reuse", "", "after-restart"))
+		if err != nil || pd.FirstSeq() != final.sent {
+			t.Fatalf("producer %d: next seq after restart %v (%v), want %d", p, pd.FirstSeq(), err, final.sent)
+		}
+		again.Close()
 	}
 }
 
