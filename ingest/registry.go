@@ -173,7 +173,13 @@ func recordStateLedger(ctx context.Context, cli *clientv3.Client, id uint64, own
 		if rec.Owner != owner {
 			return fmt.Errorf("producer %d moved to %s: %w", id, rec.Owner, errNotOwner)
 		}
-		if rec.StateLedger >= ledgerID {
+		// Equal, not ≥: ledger ids come from one counter shared by all
+		// writers, and a new owner's open ledger may be older than the one
+		// the previous owner recorded. Skipping it left the record pointing
+		// at the old owner's ledgers, and a rebuild missed everything the
+		// new owner logged. (A lower id of the same writer is harmless: a
+		// rebuild scans all of its ledgers from there.)
+		if rec.StateLedger == ledgerID {
 			return nil
 		}
 		rec.StateLedger = ledgerID

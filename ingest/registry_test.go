@@ -95,3 +95,33 @@ func TestTopicsCreateListAndEnsure(t *testing.T) {
 		t.Fatalf("topics %v %v", names, err)
 	}
 }
+
+// TestStateLedgerFollowsTheOwnerEvenToALowerLedgerID: node-a recorded its
+// ledger 50; node-b takes the producer over while its own ledger 40 is open
+// (ids are global, and ledgers live long). The record must name ledger 40,
+// or a rebuild would replay node-a's ledgers and miss node-b's.
+func TestStateLedgerFollowsTheOwnerEvenToALowerLedgerID(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rec, _, err := registerProducer(ctx, cli, "orders-app", "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := recordStateLedger(ctx, cli, rec.ID, "node-a", 50); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := registerProducer(ctx, cli, "orders-app", "node-b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := recordStateLedger(ctx, cli, rec.ID, "node-b", 40); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := getProducer(ctx, cli, rec.ID)
+	if err != nil || got.StateLedger != 40 || got.Owner != "node-b" {
+		t.Fatalf("record %+v, %v: want state ledger 40 of node-b", got, err)
+	}
+	if err := recordStateLedger(ctx, cli, rec.ID, "node-a", 60); err == nil {
+		t.Fatal("a former owner recorded a state ledger")
+	}
+}
