@@ -17,22 +17,49 @@ import (
 // it: its LastEntry is ≥ the writer's LAC, and the caller may acknowledge
 // entries up to it. Close also tells the stores, best effort, so they drop
 // entries beyond the last.
+//
+// A Close that fails (etcd unreachable, or a recovery that outlasts ctx)
+// may be called again: it finishes the close with what the first call
+// froze. Once one has succeeded, Close returns ErrClosed.
 func (w *Writer) Close(ctx context.Context) (Metadata, error) {
 	w.mu.Lock()
-	if w.mu.closing {
+	if w.mu.closed {
 		w.mu.Unlock()
 		return Metadata{}, ErrClosed
 	}
-	w.mu.closing = true
-	last := w.mu.tracker.freeze()
-	first, end := w.mu.confirmedFirst, w.mu.confirmedEnd
-	w.space.Broadcast()
+	firstCall := !w.mu.closing
+	if firstCall {
+		w.mu.closing = true
+		w.mu.frozen = frozenClose{last: w.mu.tracker.freeze(), first: w.mu.confirmedFirst, end: w.mu.confirmedEnd}
+		w.space.Broadcast()
+	}
+	frozen := w.mu.frozen
 	w.mu.Unlock()
 
-	w.cancel()
-	w.wg.Wait()
-	w.reportConfirmed() // the dispatcher may have stopped before the last advance
+	if firstCall {
+		w.cancel()
+		w.wg.Wait()
+		w.reportConfirmed() // the dispatcher may have stopped before the last advance
+	}
+	final, err := w.finishClose(ctx, frozen)
+	if err == nil {
+		w.mu.Lock()
+		w.mu.closed = true
+		w.mu.Unlock()
+	}
+	return final, err
+}
 
+// frozenClose is the writer's confirmed state at the moment Close froze it.
+type frozenClose struct {
+	last       int64
+	first, end uint64
+}
+
+// finishClose records the close in etcd (or waits for the recovery that got
+// there first) and tells the stores.
+func (w *Writer) finishClose(ctx context.Context, frozen frozenClose) (Metadata, error) {
+	last, first, end := frozen.last, frozen.first, frozen.end
 	cur, err := Get(ctx, w.cli, w.meta.ID)
 	if err != nil {
 		return Metadata{}, err

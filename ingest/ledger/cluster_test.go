@@ -153,6 +153,41 @@ func TestWriteConfirmCloseRead(t *testing.T) {
 	}
 }
 
+// TestCloseCanBeRetriedAfterAFailure: a Close whose etcd step fails (here:
+// its context is already done) leaves the writer frozen; a later Close
+// finishes it at the same last entry instead of refusing forever, which
+// left the ingest node unable to open a new ledger.
+func TestCloseCanBeRetriedAfterAFailure(t *testing.T) {
+	c := newTestCluster(t, 1, 1)
+	ctx := context.Background()
+	w := c.create(t, 1, 0, WriterOptions{})
+	const n = 5
+	for i := range int64(n) {
+		if _, err := w.Append(payloadFor(w.ID(), i), spanFor(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.WaitConfirmed(ctx, n-1); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := w.Close(done); err == nil {
+		t.Fatal("Close with a cancelled context succeeded")
+	}
+	if _, err := w.Append(nil, Span{}); err != ErrClosed {
+		t.Fatalf("Append after a failed Close: %v", err)
+	}
+	m, err := w.Close(ctx)
+	if err != nil || m.State != StateClosed || m.LastEntry != n-1 {
+		t.Fatalf("retried Close = %+v, %v", m, err)
+	}
+	checkClosedLedger(t, ctx, c, m)
+	if _, err := w.Close(ctx); err != ErrClosed {
+		t.Fatalf("Close after a successful one: %v", err)
+	}
+}
+
 func TestAppendRejectsBackwardSpan(t *testing.T) {
 	c := newTestCluster(t, 1, 1)
 	w := c.create(t, 1, 0, WriterOptions{})

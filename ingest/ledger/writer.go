@@ -55,7 +55,11 @@ type Writer struct {
 		// reportedLocal is the last entry given to OnLocalDurable.
 		reportedLocal int64
 		closing       bool
-		err           error
+		// frozen is what the first Close froze; a Close that failed is
+		// retried with it (the writer cannot be unfrozen).
+		frozen frozenClose
+		closed bool // a Close succeeded
+		err    error
 		// lacChanged is closed and replaced when the LAC advances or err is set.
 		lacChanged chan struct{}
 	}
