@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc"
 
@@ -36,19 +37,60 @@ const maxQueuedAnswers = 4096
 
 // Produce serves one bidirectional stream: every request frame gets exactly
 // one response frame, when all its messages are logged or it is refused.
+// After the client half-closes, the stream stays open until every frame it
+// sent is answered. Only this goroutine sends, so nothing is sent after it
+// returns.
 func (s *ProducerService) Produce(stream grpc.BidiStreamingServer[orderlogpb.ProduceRequest, orderlogpb.ProduceResponse]) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	answers := make(chan *orderlogpb.ProduceResponse, maxQueuedAnswers)
-	sendErr := make(chan error, 1)
-	go func() { sendErr <- sendAnswers(ctx, stream, answers) }()
+	var unanswered sync.WaitGroup // frames handed to the node, not yet answered
 	answer := func(resp *orderlogpb.ProduceResponse) {
 		select {
 		case answers <- resp:
 		default: // the client is not reading: end the stream, it resends
 			cancel()
 		}
+		unanswered.Done()
 	}
+	received := make(chan error, 1)
+	go func() { received <- s.receive(ctx, stream, &unanswered, answer) }()
+	var allAnswered chan struct{} // made once the client has half-closed
+	for {
+		select {
+		case resp := <-answers:
+			if err := stream.Send(resp); err != nil {
+				return err
+			}
+		case err := <-received:
+			if err != nil {
+				return err
+			}
+			received = nil // the receive loop added its last frame
+			allAnswered = make(chan struct{})
+			go func() { unanswered.Wait(); close(allAnswered) }()
+		case <-allAnswered:
+			for {
+				select {
+				case resp := <-answers:
+					if err := stream.Send(resp); err != nil {
+						return err
+					}
+				default:
+					return nil
+				}
+			}
+		case <-ctx.Done():
+			return apierr.New(apierr.Unavailable, "produce stream ended: %v", ctx.Err())
+		}
+	}
+}
+
+// receive hands each request frame to the node until the client half-closes
+// (nil) or the stream fails. Returning from Produce ends a RecvMsg that is
+// still waiting here.
+func (s *ProducerService) receive(ctx context.Context, stream grpc.BidiStreamingServer[orderlogpb.ProduceRequest, orderlogpb.ProduceResponse],
+	unanswered *sync.WaitGroup, answer func(*orderlogpb.ProduceResponse)) error {
 	for {
 		// Received undecoded and decoded in place: message values stay in
 		// the receive buffer until the frame releases it.
@@ -62,26 +104,14 @@ func (s *ProducerService) Produce(stream grpc.BidiStreamingServer[orderlogpb.Pro
 		}
 		if ctx.Err() != nil {
 			raw.Buf.Free()
-			return <-sendErr
+			return apierr.New(apierr.Unavailable, "produce stream ended: %v", ctx.Err())
 		}
 		req, err := producewire.DecodeProduceRequest(raw.Buf.ReadOnlyData())
 		if err != nil {
 			raw.Buf.Free()
 			return apierr.New(apierr.MalformedRequest, "%v", err)
 		}
+		unanswered.Add(1)
 		s.node.ProduceFromBuffer(req, raw.Buf.Free, answer)
-	}
-}
-
-func sendAnswers(ctx context.Context, stream grpc.BidiStreamingServer[orderlogpb.ProduceRequest, orderlogpb.ProduceResponse], answers <-chan *orderlogpb.ProduceResponse) error {
-	for {
-		select {
-		case resp := <-answers:
-			if err := stream.Send(resp); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return apierr.New(apierr.Unavailable, "produce stream ended: %v", ctx.Err())
-		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -465,6 +466,56 @@ func TestRestartKeepsTheLogAndProducerState(t *testing.T) {
 	defer p2.Close()
 	if pd, err := p2.Send(ctx, msg("t", "", "e")); err != nil || pd.FirstSeq() != 4 {
 		t.Fatalf("next seq after restart: %v %v", pd, err)
+	}
+}
+
+// TestHalfClosedStreamGetsEveryAnswer: a client that sends its frames and
+// half-closes at once still gets one answer per frame before the stream
+// ends (the server used to end it at the half-close, dropping them).
+func TestHalfClosedStreamGetsEveryAnswer(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	defer s.Close()
+	c := dial(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	init, err := c.RawProducer().InitProducer(ctx, &orderlogpb.InitProducerRequest{Name: "half-close"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := c.RawProducer().Produce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const frames, perFrame = 20, 5
+	for f := range uint64(frames) {
+		batch := make([]*orderlogpb.Message, perFrame)
+		for i := range batch {
+			batch[i] = msg("t", "", fmt.Sprintf("%d/%d", f, i))
+		}
+		if err := raw.Send(&orderlogpb.ProduceRequest{ProducerId: init.ProducerId, Epoch: init.Epoch,
+			FirstSeq: f * perFrame, RequestId: f + 1, Messages: batch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := raw.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	answered := 0
+	for {
+		resp, err := raw.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d answers: %v", answered, err)
+		}
+		if resp.ErrorCode != "" || len(resp.Acks) != perFrame {
+			t.Fatalf("answer %d: %+v", answered, resp)
+		}
+		answered++
+	}
+	if answered != frames {
+		t.Fatalf("%d answers for %d frames", answered, frames)
 	}
 }
 
