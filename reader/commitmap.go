@@ -143,15 +143,16 @@ func (m *CommitMap) lookupLocked(offset uint64) (Segment, bool) {
 	return m.mu.segments[i], true
 }
 
-// Range returns the committed segments overlapping [from, to), in order,
-// and C at the time of the call.
-func (m *CommitMap) Range(from, to uint64) ([]Segment, uint64) {
+// Range returns up to max of the committed segments overlapping [from, to),
+// in order, and C at the time of the call. A page takes a few at a time: a
+// read from an early offset must not copy the whole rest of the history.
+func (m *CommitMap) Range(from, to uint64, max int) ([]Segment, uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	to = min(to, m.mu.committed)
 	i := sort.Search(len(m.mu.segments), func(i int) bool { return m.mu.segments[i].End > from })
 	var out []Segment
-	for ; i < len(m.mu.segments) && m.mu.segments[i].First < to; i++ {
+	for ; i < len(m.mu.segments) && m.mu.segments[i].First < to && len(out) < max; i++ {
 		out = append(out, m.mu.segments[i])
 	}
 	return out, m.mu.committed

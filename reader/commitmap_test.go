@@ -53,7 +53,7 @@ func TestRangeAndWaitAbove(t *testing.T) {
 	must(t, m.Resolve(1, Segment{First: 0, End: 3, Ledger: 1, Entry: 1}))
 	must(t, m.Resolve(1, Segment{First: 3, End: 6, Ledger: 1, Entry: 2}))
 	must(t, m.Advance(1, 6))
-	segs, c := m.Range(4, 100)
+	segs, c := m.Range(4, 100, 10)
 	if c != 6 || len(segs) != 1 || segs[0].First != 3 {
 		t.Fatalf("range: %+v C=%d", segs, c)
 	}

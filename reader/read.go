@@ -41,30 +41,46 @@ func New(commits *CommitMap, entries EntrySource) *Reader {
 // Commits is the commit map the reader serves from.
 func (r *Reader) Commits() *CommitMap { return r.commits }
 
+// PageSegments bounds the entries and holes one page examines. A filtered
+// query that matches little (or a long run of holes) ends its page there,
+// with fewer than limit messages and NextOffset below C, instead of
+// scanning the whole hot log in one request.
+const PageSegments = 1024
+
+// pageChunk is how many segments a page takes from the commit map at a time.
+const pageChunk = 64
+
 // ReadPage returns up to limit matching messages at offsets ≥ from and below
 // C, in offset order, with every hole met on the way as a skipped range.
-// NextOffset is where the next page starts.
+// NextOffset is where the next page starts; it is below C when the page
+// stopped at limit or after PageSegments entries and holes.
 func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Filter) (*orderlogpb.ReadResponse, error) {
 	_, committed := r.commits.Committed()
 	if from > committed {
 		return nil, apierr.New(apierr.OffsetOutOfRange, "offset %d is beyond the committed watermark %d", from, committed)
 	}
 	page := &orderlogpb.ReadResponse{NextOffset: from, Committed: committed}
-	segments, _ := r.commits.Range(from, committed)
-	for _, seg := range segments {
-		if len(page.Messages) >= limit {
-			break
+	for examined := 0; examined < PageSegments && len(page.Messages) < limit && page.NextOffset < committed; {
+		segments, _ := r.commits.Range(page.NextOffset, committed, min(pageChunk, PageSegments-examined))
+		if len(segments) == 0 {
+			return nil, &apierr.Error{Code: apierr.Internal, Message: fmt.Sprintf("reader: nothing decides offset %d below C=%d", page.NextOffset, committed)}
 		}
-		if seg.Hole {
-			page.Skipped = append(page.Skipped, &orderlogpb.SkippedRange{First: max(seg.First, from), End: seg.End})
-			page.NextOffset = seg.End
-			continue
+		for _, seg := range segments {
+			if len(page.Messages) >= limit {
+				break
+			}
+			examined++
+			if seg.Hole {
+				page.Skipped = append(page.Skipped, &orderlogpb.SkippedRange{First: max(seg.First, from), End: seg.End})
+				page.NextOffset = seg.End
+				continue
+			}
+			next, err := r.appendSegment(ctx, page, seg, from, limit, filter)
+			if err != nil {
+				return nil, err
+			}
+			page.NextOffset = next
 		}
-		next, err := r.appendSegment(ctx, page, seg, from, limit, filter)
-		if err != nil {
-			return nil, err
-		}
-		page.NextOffset = next
 	}
 	return page, nil
 }

@@ -196,3 +196,56 @@ func TestTailFollowsC(t *testing.T) {
 		}
 	}
 }
+
+// memEntries is an EntrySource over encoded entries in memory.
+type memEntries map[int64][]byte
+
+func (m memEntries) ReadEntry(_ context.Context, _ uint64, entry int64) ([]byte, error) {
+	if p, ok := m[entry]; ok {
+		return p, nil
+	}
+	return nil, fmt.Errorf("no entry %d", entry)
+}
+
+// TestPagesExamineABoundedStretch: a query that matches only the last of
+// 3,000 one-message entries answers each page after PageSegments entries,
+// with no message and NextOffset below C, and a stream still finds it.
+func TestPagesExamineABoundedStretch(t *testing.T) {
+	const n = 3000
+	entries := memEntries{}
+	commits := NewCommitMap()
+	for i := range int64(n) {
+		topic := "a"
+		if i == n-1 {
+			topic = "b"
+		}
+		p, err := batch.Encode(nil, batch.Header{Kind: batch.KindRecords, FirstOffset: uint64(i), Count: 1, Runs: []batch.ProducerRun{{Count: 1}}},
+			[]batch.Record{{Topic: topic, Value: []byte("v")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[i] = p
+		must(t, commits.Resolve(1, Segment{First: uint64(i), End: uint64(i) + 1, Ledger: 1, Entry: i}))
+	}
+	must(t, commits.Advance(1, n))
+	r := New(commits, entries)
+	ctx := context.Background()
+	page, err := r.ReadPage(ctx, 0, 10, Filter{Topic: "b"})
+	if err != nil || len(page.Messages) != 0 || page.NextOffset != PageSegments || page.Committed != n {
+		t.Fatalf("first page: %+v, %v", page, err)
+	}
+	all, err := r.ReadPage(ctx, 0, n, Filter{})
+	if err != nil || len(all.Messages) != PageSegments || all.NextOffset != PageSegments {
+		t.Fatalf("unfiltered page: %d messages, next %d, %v", len(all.Messages), all.NextOffset, err)
+	}
+	var found []uint64
+	err = r.Stream(ctx, 0, 0, Filter{Topic: "b"}, false, func(p *orderlogpb.ReadResponse) error {
+		for _, m := range p.Messages {
+			found = append(found, m.Offset)
+		}
+		return nil
+	})
+	if err != nil || len(found) != 1 || found[0] != n-1 {
+		t.Fatalf("stream found %v, %v", found, err)
+	}
+}
