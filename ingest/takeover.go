@@ -55,6 +55,7 @@ func (n *Node) takeover(id, epoch uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rec, err := takeOwnership(ctx, n.etcd, id, epoch, n.incarnation)
+	current := rec.Epoch
 	if err == nil && rec.Epoch != epoch {
 		err = staleEpochError(id, epoch, rec.Epoch)
 	}
@@ -69,6 +70,16 @@ func (n *Node) takeover(id, epoch uint64) {
 		err = apierr.New(apierr.Unavailable, "take over producer %d: %v", id, err)
 	}
 	n.do(func() {
+		if s, ok := n.producers[id]; ok && err != nil && s.epoch > epoch && s.epoch >= current {
+			// An InitProducer raised the epoch while this takeover ran for
+			// an older instance's frame: take over at the new epoch. The
+			// held frames are judged against it once the state is settled
+			// (the older instance's are fenced then), and the new instance
+			// is not told it is fenced.
+			newer := s.epoch
+			n.async(func() { n.takeover(id, newer) })
+			return
+		}
 		if err != nil {
 			n.dropSession(id, err)
 			return

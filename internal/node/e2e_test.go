@@ -519,6 +519,62 @@ func TestHalfClosedStreamGetsEveryAnswer(t *testing.T) {
 	}
 }
 
+// TestInitProducerRacingAnOldInstanceAfterARestart: after a restart, an
+// old instance's frame starts the node's takeover of its producer at the
+// old epoch while the new instance's InitProducer raises the epoch. The new
+// instance must get its session, never PRODUCER_FENCED; the old frame may
+// be fenced.
+func TestInitProducerRacingAnOldInstanceAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir)
+	c := dial(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const producers = 12
+	type old struct{ id, epoch uint64 }
+	olds := make([]old, producers)
+	for i := range olds {
+		init, err := c.RawProducer().InitProducer(ctx, &orderlogpb.InitProducerRequest{Name: fmt.Sprintf("race-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		olds[i] = old{init.ProducerId, init.Epoch}
+	}
+	s.Close()
+	s = startServer(t, dir)
+	defer s.Close()
+	c = dial(t, s)
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for i, o := range olds {
+		wg.Add(2)
+		go func() { // the old instance retries a frame
+			defer wg.Done()
+			raw, err := c.RawProducer().Produce(ctx)
+			if err != nil {
+				return
+			}
+			_ = raw.Send(&orderlogpb.ProduceRequest{ProducerId: o.id, Epoch: o.epoch, FirstSeq: 0, RequestId: 1,
+				Messages: []*orderlogpb.Message{msg("t", "", "old")}})
+			_, _ = raw.Recv()
+		}()
+		go func() { // the new instance starts
+			defer wg.Done()
+			p, err := c.NewProducer(ctx, fmt.Sprintf("race-%d", i), client.ProducerOptions{})
+			if err != nil {
+				errs <- fmt.Errorf("new instance of race-%d: %w", i, err)
+				return
+			}
+			p.Close()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
 func TestIdempotencyKeyAnswersTheOriginalOffsetAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir)
