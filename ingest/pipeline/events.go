@@ -38,6 +38,9 @@ func (p *Pipeline) Granted(batchID, first uint64) error {
 // LedgerFailing.
 func (p *Pipeline) GrantRefused(batchID uint64) {
 	delete(p.orphans, batchID)
+	if b := p.find(batchID); b != nil {
+		b.refused = true // no grant will come: not an orphan after the close
+	}
 }
 
 // Appended: batchID was sent to the ledger as entry.
@@ -106,7 +109,9 @@ func (p *Pipeline) LedgerClosed(ledger uint64, last int64) {
 			p.ready.Unused = append(p.ready.Unused, UnusedReport{Ledger: ledger, Span: b.Span()})
 			requeue = append(requeue, b.Messages...)
 		case !b.granted:
-			p.orphans[b.ID] = b // its grant, if it comes, is reported Unused
+			if !b.refused {
+				p.orphans[b.ID] = b // its grant, if it comes, is reported Unused
+			}
 			requeue = append(requeue, b.Messages...)
 		default: // appended beyond last: a hole by invariant H, re-granted here
 			requeue = append(requeue, b.Messages...)

@@ -26,6 +26,7 @@ type Batch struct {
 	Messages []Message
 	bytes    int
 	granted  bool
+	refused  bool   // its grant request was refused
 	First    uint64 // first offset, once granted
 	queued   bool   // handed out in Ready.Appends
 	appended bool

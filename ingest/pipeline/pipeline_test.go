@@ -334,3 +334,25 @@ func TestSealedBatchOwnsItsMessages(t *testing.T) {
 		t.Fatalf("batches %v with %d waiting, want %v with 0", got, p.Waiting(), want)
 	}
 }
+
+// A batch whose grant was refused before its ledger closed is put back in
+// the queue but kept as no orphan: no grant will come to remove it, and it
+// would hold its messages for the node's lifetime.
+func TestRefusedGrantLeavesNoOrphan(t *testing.T) {
+	p, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.LedgerOpened(1)
+	p.Add(Message{Seq: 0})
+	r := p.Ready()
+	if len(r.GrantRequests) != 1 {
+		t.Fatalf("grant requests %+v", r.GrantRequests)
+	}
+	p.GrantRefused(r.GrantRequests[0].BatchID)
+	p.LedgerFailing(1)
+	p.LedgerClosed(1, -1)
+	if len(p.orphans) != 0 || p.Waiting() != 1 {
+		t.Fatalf("after the close: %d orphans, %d waiting", len(p.orphans), p.Waiting())
+	}
+}
