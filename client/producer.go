@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -136,24 +137,26 @@ func (p *Producer) Produce(ctx context.Context, messages ...*orderlogpb.Message)
 
 // Close stops the producer; unacknowledged frames fail with ErrProducerClosed.
 func (p *Producer) Close() {
+	p.cancel() // first: a Send blocked on the stream's flow control holds mu
 	p.mu.Lock()
 	p.mu.closed = true
 	p.mu.Unlock()
-	p.cancel()
 	<-p.done
 	p.failAll(ErrProducerClosed)
 }
 
-// run keeps a stream open, resending unacknowledged frames after each break.
+// run keeps a stream open, resending unacknowledged frames after each break,
+// until the producer is closed or has failed and every frame before the
+// failed one is answered.
 func (p *Producer) run() {
 	defer close(p.done)
 	for p.ctx.Err() == nil {
 		err := p.serveStream()
-		if p.ctx.Err() != nil {
+		if p.ctx.Err() != nil || p.finished() {
 			return
 		}
 		var apiErr *apierr.Error
-		if errors.As(err, &apiErr) && apiErr.Class() != apierr.ClassRetry && apiErr.Code != apierr.OutOfOrderSequence {
+		if errors.As(err, &apiErr) && !retryable(apiErr) {
 			p.setFatal(apiErr)
 			return
 		}
@@ -165,14 +168,24 @@ func (p *Producer) run() {
 	}
 }
 
+// retryable refusals are resent on the next stream: frames behind a failed
+// one are refused as out of order, so resending all in order restores the
+// sequence.
+func retryable(err *apierr.Error) bool {
+	return err.Class() == apierr.ClassRetry || err.Code == apierr.OutOfOrderSequence
+}
+
+// errFinished ends a stream once a failed producer has nothing left to wait for.
+var errFinished = errors.New("client: producer failed; every earlier frame answered")
+
 func (p *Producer) serveStream() error {
-	stream, err := p.client.producer.Produce(p.ctx)
+	ctx, cancel := context.WithCancel(p.ctx) // ends this stream's goroutines when it is done
+	defer cancel()
+	stream, err := p.client.producer.Produce(ctx)
 	if err != nil {
 		return apierr.FromGRPC(err)
 	}
-	if err := p.attach(stream); err != nil {
-		return err
-	}
+	p.attach(stream)
 	defer p.detach()
 	for {
 		resp, err := stream.Recv()
@@ -185,17 +198,15 @@ func (p *Producer) serveStream() error {
 	}
 }
 
-// attach makes stream current and resends every unacknowledged frame in order.
-func (p *Producer) attach(stream orderlogpb.Producer_ProduceClient) error {
+// attach makes stream current and resends every unacknowledged frame in
+// order. A failed send surfaces on Recv, with the stream's real status.
+func (p *Producer) attach(stream orderlogpb.Producer_ProduceClient) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.mu.stream = stream
 	for _, pending := range p.mu.pending {
-		if err := stream.Send(pending.request); err != nil {
-			return apierr.FromGRPC(err)
-		}
+		_ = stream.Send(pending.request)
 	}
-	return nil
 }
 
 func (p *Producer) detach() {
@@ -204,35 +215,68 @@ func (p *Producer) detach() {
 	p.mu.stream = nil
 }
 
-// resolve completes the frame a response names. A refused frame ends the
-// stream: retryable and out-of-order refusals are resent on the next one
-// (frames behind a failed one are refused as out of order, so resending all
-// in order restores the sequence); any other refusal is final.
-func (p *Producer) resolve(resp *orderlogpb.ProduceResponse) error {
-	if resp.ErrorCode != "" {
-		return &apierr.Error{Code: apierr.Code(resp.ErrorCode), Message: resp.ErrorMessage}
-	}
+// finished reports a failed producer with no frame left to wait for.
+func (p *Producer) finished() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, pending := range p.mu.pending {
-		if pending.request.RequestId != resp.RequestId {
-			continue
+	return p.mu.fatal != nil && len(p.mu.pending) == 0
+}
+
+// resolve completes the frame a response names. A retryable refusal ends
+// the stream, and every unanswered frame is resent on the next one. Any
+// other refusal is final for that frame and every later one (their seqs
+// can no longer follow on), but not for the frames before it: the server
+// may still log those, so they are waited for, on a new stream if need be,
+// and answered as they are.
+func (p *Producer) resolve(resp *orderlogpb.ProduceResponse) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := slices.IndexFunc(p.mu.pending, func(pd *Pending) bool { return pd.request.RequestId == resp.RequestId })
+	if resp.ErrorCode != "" {
+		refusal := &apierr.Error{Code: apierr.Code(resp.ErrorCode), Message: resp.ErrorMessage}
+		if retryable(refusal) {
+			return refusal
 		}
-		if len(resp.Acks) != len(pending.request.Messages) {
-			return apierr.New(apierr.Internal, "frame %d: %d acks for %d messages", resp.RequestId, len(resp.Acks), len(pending.request.Messages))
+		if i < 0 {
+			return nil // a frame already failed with an earlier refusal
 		}
-		pending.acks = resp.Acks
-		close(pending.done)
-		p.mu.pending = append(p.mu.pending[:i], p.mu.pending[i+1:]...)
-		<-p.slots
-		return nil
+		if p.mu.fatal == nil {
+			p.mu.fatal = fmt.Errorf("producer %q: %w", p.name, refusal)
+		}
+		for _, pending := range p.mu.pending[i:] {
+			pending.err = refusal
+			close(pending.done)
+			<-p.slots
+		}
+		p.mu.pending = p.mu.pending[:i]
+		return p.finishedLocked()
 	}
-	return nil // an answer to a frame resolved on an earlier stream
+	if i < 0 {
+		return nil // an answer to a frame resolved on an earlier stream
+	}
+	pending := p.mu.pending[i]
+	if len(resp.Acks) != len(pending.request.Messages) {
+		return apierr.New(apierr.Internal, "frame %d: %d acks for %d messages", resp.RequestId, len(resp.Acks), len(pending.request.Messages))
+	}
+	pending.acks = resp.Acks
+	close(pending.done)
+	p.mu.pending = slices.Delete(p.mu.pending, i, i+1)
+	<-p.slots
+	return p.finishedLocked()
+}
+
+func (p *Producer) finishedLocked() error {
+	if p.mu.fatal != nil && len(p.mu.pending) == 0 {
+		return errFinished
+	}
+	return nil
 }
 
 func (p *Producer) setFatal(err error) {
 	p.mu.Lock()
-	p.mu.fatal = fmt.Errorf("producer %q: %w", p.name, err)
+	if p.mu.fatal == nil {
+		p.mu.fatal = fmt.Errorf("producer %q: %w", p.name, err)
+	}
 	p.mu.Unlock()
 	p.failAll(err)
 }

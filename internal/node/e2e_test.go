@@ -575,6 +575,53 @@ func TestInitProducerRacingAnOldInstanceAfterARestart(t *testing.T) {
 	}
 }
 
+// TestARefusedFrameFailsOnlyItselfAndLaterOnes: frames sent before one the
+// server refuses outright (a value over the limit) are still logged, and the
+// client must report them logged, not failed: a caller resending "failed"
+// frames would log them twice. The refused frame and those after it fail
+// with its code, and the producer takes no more.
+func TestARefusedFrameFailsOnlyItselfAndLaterOnes(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	defer s.Close()
+	c := dial(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := c.NewProducer(ctx, "refused", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var before []*client.Pending
+	for i := range 5 {
+		pd, err := p.Send(ctx, msg("t", "", fmt.Sprintf("ok-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = append(before, pd)
+	}
+	tooLarge, err := p.Send(ctx, &orderlogpb.Message{Topic: "t", Value: make([]byte, 2<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := p.Send(ctx, msg("t", "", "after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, pd := range before {
+		if acks, err := pd.Wait(ctx); err != nil || len(acks) != 1 {
+			t.Fatalf("frame %d before the refused one: %v, %v", i, acks, err)
+		}
+	}
+	for name, pd := range map[string]*client.Pending{"refused": tooLarge, "after": after} {
+		if _, err := pd.Wait(ctx); apierr.As(err).Code != apierr.MessageTooLarge {
+			t.Fatalf("%s frame: %v, want MESSAGE_TOO_LARGE", name, err)
+		}
+	}
+	if _, err := p.Send(ctx, msg("t", "", "later")); err == nil {
+		t.Fatal("a failed producer took another frame")
+	}
+}
+
 func TestIdempotencyKeyAnswersTheOriginalOffsetAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
 	s := startServer(t, dir)
