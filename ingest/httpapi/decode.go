@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -40,7 +41,7 @@ func DecodeProduce(header http.Header, body []byte, limits Limits) (*ProduceCall
 	if len(body) > limits.MaxBodyBytes {
 		return nil, apierr.New(apierr.BatchTooLarge, "body of %d bytes exceeds %d", len(body), limits.MaxBodyBytes)
 	}
-	trimmed := bytes.TrimSpace(body)
+	trimmed := bytes.TrimLeft(body, " \t\r\n") // JSON's whitespace, no other
 	call := &ProduceCall{Request: &orderlogpb.ProduceRequest{}, Batch: len(trimmed) > 0 && trimmed[0] == '['}
 	var messages []jsonMessage
 	if call.Batch {
@@ -149,7 +150,9 @@ func strictUnmarshal(body []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return apierr.New(apierr.MalformedRequest, "body is not valid JSON for this endpoint: %v", err)
 	}
-	if dec.More() {
+	// Only JSON whitespace may follow. (More reports false at a stray '}'
+	// or ']', which let `{...}}` through.)
+	if _, err := dec.Token(); err != io.EOF {
 		return apierr.New(apierr.MalformedRequest, "trailing data after the JSON body")
 	}
 	return nil
