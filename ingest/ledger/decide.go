@@ -86,7 +86,12 @@ const (
 
 // decideEntry applies §4 to the answers for one entry. On verdictRollForward
 // it returns the index of a store whose copy is to be rolled forward.
-func decideEntry(reads []entryRead, w, a int) (entryVerdict, int) {
+//
+// ABSENT counts only from a store this recovery fenced (fenced[i]): an
+// unfenced store may still take the writer's append of the entry after
+// answering ABSENT, and with another store's earlier ack that confirms an
+// entry the recovery would have cut off.
+func decideEntry(reads []entryRead, fenced []bool, w, a int) (entryVerdict, int) {
 	holder, absent := -1, 0
 	for i, r := range reads {
 		switch r.answer {
@@ -98,7 +103,9 @@ func decideEntry(reads []entryRead, w, a int) (entryVerdict, int) {
 				holder = i
 			}
 		case answerAbsent:
-			absent++
+			if fenced[i] {
+				absent++
+			}
 		}
 	}
 	switch {

@@ -51,10 +51,20 @@ func TestDecideEntry(t *testing.T) {
 		"w3_a3_one_absent_is_enough_to_stop": {[]entryRead{absent, unknown, none}, 3, 3, verdictEnd, -1},
 	}
 	for name, c := range cases {
-		verdict, holder := decideEntry(c.reads, c.w, c.a)
+		fenced := make([]bool, len(c.reads))
+		for i := range fenced {
+			fenced[i] = true
+		}
+		verdict, holder := decideEntry(c.reads, fenced, c.w, c.a)
 		if verdict != c.verdict || holder != c.holder {
 			t.Errorf("%s: got (%d, %d), want (%d, %d)", name, verdict, holder, c.verdict, c.holder)
 		}
+	}
+	// An unfenced store's ABSENT does not count: it may still take the
+	// writer's append, which with another store's earlier ack confirms the
+	// entry.
+	if verdict, _ := decideEntry([]entryRead{absent, none, absent}, []bool{true, true, false}, 3, 2); verdict != verdictWait {
+		t.Errorf("ABSENT from an unfenced store ended the ledger (verdict %d)", verdict)
 	}
 }
 

@@ -100,6 +100,9 @@ type recovery struct {
 	// closed is the metadata another closer wrote while this recovery
 	// waited (errClosedElsewhere).
 	closed Metadata
+	// fenced marks the stores that acknowledged this recovery's fence;
+	// only their ABSENT answers count (decideEntry).
+	fenced []bool
 }
 
 // errClosedElsewhere stops a recovery that finds, while waiting, that
@@ -157,12 +160,36 @@ func (r *recovery) fence(ctx context.Context) (int64, error) {
 		}
 		wg.Wait()
 		if ok, startAfter := decideFence(answers, r.meta.W, r.meta.A); ok {
+			r.fenced = make([]bool, len(r.clients))
+			for i, f := range answers {
+				r.fenced[i] = f.answer != answerNone
+			}
 			return startAfter, nil
 		}
 		if err := r.pause(ctx); err != nil {
 			return 0, r.incomplete(-1, "fence quorum not reached", err)
 		}
 	}
+}
+
+// fenceRest asks the stores the fence quorum went without to fence too, so
+// that their ABSENT answers can count. One attempt each; the walk asks
+// again before its next round while any is missing.
+func (r *recovery) fenceRest(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i, c := range r.clients {
+		if r.fenced[i] {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r.fenceOne(ctx, i, c).answer != answerNone {
+				r.fenced[i] = true // each goroutine writes its own element
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func (r *recovery) fenceOne(ctx context.Context, i int, c walpb.WALClient) fenceAnswer {
@@ -179,8 +206,9 @@ func (r *recovery) fenceOne(ctx context.Context, i int, c walpb.WALClient) fence
 // the ledger's end, false once the entry is held by A stores.
 func (r *recovery) settle(ctx context.Context, entry int64) (bool, error) {
 	for {
+		r.fenceRest(ctx)
 		reads := r.readAll(ctx, entry)
-		verdict, holder := decideEntry(reads, r.meta.W, r.meta.A)
+		verdict, holder := decideEntry(reads, r.fenced, r.meta.W, r.meta.A)
 		switch verdict {
 		case verdictEnd:
 			return true, nil

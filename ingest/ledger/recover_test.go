@@ -3,10 +3,13 @@ package ledger
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"orderlog/proto/walpb"
+
+	"google.golang.org/grpc"
 )
 
 // TestRecoveryUnknownIsNotAbsent: entries 20..29 are confirmed on slots 1
@@ -204,4 +207,103 @@ func TestRecoveryRollsForwardManyEntries(t *testing.T) {
 	// Slot 0 alone must not be needed any more: A = 2 stores hold each entry.
 	c.net.partition("checker", c.slots[0].name, true)
 	checkClosedLedger(t, ctx, c, m)
+}
+
+// cutClient fails chosen calls to one store: the first fences, every read,
+// every (best-effort) close.
+type cutClient struct {
+	walpb.WALClient
+	fenceFailures        atomic.Int32 // first fences to fail
+	failReads, failClose bool
+}
+
+func (c *cutClient) CloseLedger(ctx context.Context, in *walpb.CloseLedgerRequest, o ...grpc.CallOption) (*walpb.CloseLedgerResponse, error) {
+	if c.failClose {
+		return nil, errCut
+	}
+	return c.WALClient.CloseLedger(ctx, in, o...)
+}
+
+var errCut = errors.New("test: call cut")
+
+func (c *cutClient) Fence(ctx context.Context, in *walpb.FenceRequest, o ...grpc.CallOption) (*walpb.FenceResponse, error) {
+	if c.fenceFailures.Add(-1) >= 0 {
+		return nil, errCut
+	}
+	return c.WALClient.Fence(ctx, in, o...)
+}
+
+func (c *cutClient) ReadEntry(ctx context.Context, in *walpb.ReadEntryRequest, o ...grpc.CallOption) (*walpb.ReadEntryResponse, error) {
+	if c.failReads {
+		return nil, errCut
+	}
+	return c.WALClient.ReadEntry(ctx, in, o...)
+}
+
+func (c *cutClient) ReadEntries(ctx context.Context, in *walpb.ReadEntriesRequest, o ...grpc.CallOption) (grpc.ServerStreamingClient[walpb.ReadEntryResponse], error) {
+	if c.failReads {
+		return nil, errCut
+	}
+	return c.WALClient.ReadEntries(ctx, in, o...)
+}
+
+// TestAbsentCountsOnlyFromFencedStores (W=3, A=2): entry 11 reached only
+// store 1, which acked it; the writer's copy to store 2 is still on its way.
+// The recovery's fence to store 2 fails at first (the quorum is met without
+// it) and store 1 answers no reads. Store 0 and store 2 both say ABSENT for
+// entry 11, but store 2 is not fenced: had its ABSENT counted, the ledger
+// would close at 10 and store 2 (whose close message is lost) could then
+// take entry 11, confirming it to the writer after the ledger ended
+// without it.
+func TestAbsentCountsOnlyFromFencedStores(t *testing.T) {
+	c := newTestCluster(t, 3, 11)
+	ctx := context.Background()
+	w := c.create(t, 2, 1, WriterOptions{UnreachableAfter: time.Minute})
+	for i := range int64(11) {
+		if _, err := w.Append(payloadFor(w.ID(), i), spanFor(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.WaitConfirmed(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	c.net.partition("writer", c.slots[0].name, true)
+	c.net.partition("writer", c.slots[2].name, true)
+	if _, err := w.Append(payloadFor(w.ID(), 11), spanFor(11)); err != nil {
+		t.Fatal(err)
+	}
+	held := w.Metadata().Ensemble[1]
+	for { // wait until store 1 holds entry 11
+		cl, _ := c.slots[1].client()
+		r, err := cl.ReadEntry(ctx, &walpb.ReadEntryRequest{LedgerId: w.ID(), StoreIncarnation: held.Incarnation, EntryId: 11})
+		if err == nil && r.Status == walpb.EntryStatus_PRESENT {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	base := c.net.dialer("recovery")
+	dialer := DialerFunc(func(m Member) (walpb.WALClient, error) {
+		cl, err := base.Client(m)
+		if err != nil {
+			return nil, err
+		}
+		cut := &cutClient{WALClient: cl, failReads: m.Address == c.slots[1].name}
+		if m.Address == c.slots[2].name { // its close after the recovery is lost too
+			cut.fenceFailures.Store(1)
+			cut.failClose = true
+		}
+		return cut, nil
+	})
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	final, err := Recover(rctx, c.cli, w.ID(), RecoverOptions{Stores: dialer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.net.partition("writer", c.slots[2].name, false)
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer wcancel()
+	if err := w.WaitConfirmed(wctx, 11); err == nil && final.LastEntry < 11 {
+		t.Fatalf("entry 11 confirmed to the writer (LAC %d), the recovered ledger ends at %d", w.LAC(), final.LastEntry)
+	}
 }

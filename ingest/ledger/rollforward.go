@@ -26,7 +26,7 @@ func (r *recovery) settleWindow(ctx context.Context, from int64) (next int64, en
 	var copies []*walpb.AddEntry
 	k := 0
 	for ; k < len(reads); k++ {
-		verdict, holder := decideEntry(reads[k], r.meta.W, r.meta.A)
+		verdict, holder := decideEntry(reads[k], r.fenced, r.meta.W, r.meta.A)
 		if verdict == verdictEnd {
 			ended = true
 			break
