@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -172,13 +173,15 @@ func (r *recovery) fence(ctx context.Context) (int64, error) {
 	}
 }
 
-// fenceRest asks the stores the fence quorum went without to fence too, so
-// that their ABSENT answers can count. One attempt each; the walk asks
-// again before its next round while any is missing.
-func (r *recovery) fenceRest(ctx context.Context) {
+// fenceAbsentOnes fences the stores the fence quorum went without that
+// answered ABSENT, so that their answers can count, and reports whether any
+// is fenced now. (A store that answers is reachable, so this is quick; a
+// store that does not answer is not waited for.)
+func (r *recovery) fenceAbsentOnes(ctx context.Context, reads []entryRead) bool {
 	var wg sync.WaitGroup
+	var fencedNow atomic.Bool
 	for i, c := range r.clients {
-		if r.fenced[i] {
+		if r.fenced[i] || reads[i].answer != answerAbsent {
 			continue
 		}
 		wg.Add(1)
@@ -186,10 +189,12 @@ func (r *recovery) fenceRest(ctx context.Context) {
 			defer wg.Done()
 			if r.fenceOne(ctx, i, c).answer != answerNone {
 				r.fenced[i] = true // each goroutine writes its own element
+				fencedNow.Store(true)
 			}
 		}()
 	}
 	wg.Wait()
+	return fencedNow.Load()
 }
 
 func (r *recovery) fenceOne(ctx context.Context, i int, c walpb.WALClient) fenceAnswer {
@@ -206,9 +211,11 @@ func (r *recovery) fenceOne(ctx context.Context, i int, c walpb.WALClient) fence
 // the ledger's end, false once the entry is held by A stores.
 func (r *recovery) settle(ctx context.Context, entry int64) (bool, error) {
 	for {
-		r.fenceRest(ctx)
 		reads := r.readAll(ctx, entry)
 		verdict, holder := decideEntry(reads, r.fenced, r.meta.W, r.meta.A)
+		if verdict == verdictWait && r.fenceAbsentOnes(ctx, reads) {
+			continue // their ABSENT counts now: ask again at once
+		}
 		switch verdict {
 		case verdictEnd:
 			return true, nil

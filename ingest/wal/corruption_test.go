@@ -326,3 +326,27 @@ func TestSegmentHeaderDamage(t *testing.T) {
 		expectPresent(t, s, 3, 1)
 	})
 }
+
+// TestFenceAfterUnattributedDamageKeepsUnknown: ledger 1's records all sat
+// in a stretch the store cannot attribute, so it answers UNKNOWN for its
+// entries. A recovery's fence then creates the ledger in the index again:
+// its entries must stay UNKNOWN, not turn ABSENT (an ABSENT from a store
+// that acknowledged them could end the ledger below confirmed entries).
+func TestFenceAfterUnattributedDamageKeepsUnknown(t *testing.T) {
+	fsys, seg, _, _ := corruptionFixture(t)
+	s := openMem(t, fsys, nil)
+	mustAppend(t, s, 3, 0, 2)
+	s.Close()
+	fsys.Remove(filepath.Join(testDir, indexName(0)))
+	fsys.Corrupt(seg, func(d []byte) []byte { d[20] ^= 1; return d })
+	s = openMem(t, fsys, nil)
+	expectStatus(t, s, 1, 5, Unknown)
+	if _, err := s.Fence(1); err != nil {
+		t.Fatal(err)
+	}
+	expectStatus(t, s, 1, 5, Unknown)
+	s.Close()
+	s = openMem(t, fsys, nil) // the same after a replay
+	defer s.Close()
+	expectStatus(t, s, 1, 5, Unknown)
+}
