@@ -47,6 +47,11 @@ func (r *Reader) Commits() *CommitMap { return r.commits }
 // scanning the whole hot log in one request.
 const PageSegments = 1024
 
+// PageBytes bounds the message bytes of one page (it holds at least one
+// message): a page of 1,000 messages of up to 1 MiB would pass gRPC's
+// message limit.
+const PageBytes = 4 << 20
+
 // pageChunk is how many segments a page takes from the commit map at a time.
 const pageChunk = 64
 
@@ -60,13 +65,14 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 		return nil, apierr.New(apierr.OffsetOutOfRange, "offset %d is beyond the committed watermark %d", from, committed)
 	}
 	page := &orderlogpb.ReadResponse{NextOffset: from, Committed: committed}
-	for examined := 0; examined < PageSegments && len(page.Messages) < limit && page.NextOffset < committed; {
+	budget := &pageBudget{limit: limit, bytes: PageBytes}
+	for examined := 0; examined < PageSegments && !budget.full(page) && page.NextOffset < committed; {
 		segments, _ := r.commits.Range(page.NextOffset, committed, min(pageChunk, PageSegments-examined))
 		if len(segments) == 0 {
 			return nil, &apierr.Error{Code: apierr.Internal, Message: fmt.Sprintf("reader: nothing decides offset %d below C=%d", page.NextOffset, committed)}
 		}
 		for _, seg := range segments {
-			if len(page.Messages) >= limit {
+			if budget.full(page) {
 				break
 			}
 			examined++
@@ -75,7 +81,7 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 				page.NextOffset = seg.End
 				continue
 			}
-			next, err := r.appendSegment(ctx, page, seg, from, limit, filter)
+			next, err := r.appendSegment(ctx, page, seg, from, budget, filter)
 			if err != nil {
 				return nil, err
 			}
@@ -85,9 +91,32 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 	return page, nil
 }
 
+// pageBudget is what a page may still take: messages up to limit, message
+// bytes up to bytes (the first message always fits).
+type pageBudget struct {
+	limit int
+	bytes int
+	used  int
+	spent bool // a message did not fit in the bytes left
+}
+
+func (b *pageBudget) full(page *orderlogpb.ReadResponse) bool {
+	return len(page.Messages) >= b.limit || b.spent
+}
+
+// take reports whether a message of size bytes fits, and counts it if so.
+func (b *pageBudget) take(page *orderlogpb.ReadResponse, size int) bool {
+	if len(page.Messages) > 0 && b.used+size > b.bytes {
+		b.spent = true
+		return false
+	}
+	b.used += size
+	return true
+}
+
 // appendSegment adds the matching messages of one Written segment at
-// offsets ≥ from, up to the page limit, and returns the next offset.
-func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadResponse, seg Segment, from uint64, limit int, filter Filter) (uint64, error) {
+// offsets ≥ from, up to the page's budget, and returns the next offset.
+func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadResponse, seg Segment, from uint64, budget *pageBudget, filter Filter) (uint64, error) {
 	payload, err := r.entries.ReadEntry(ctx, seg.Ledger, seg.Entry)
 	if err != nil {
 		return 0, apierr.New(apierr.Unavailable, "read ledger %d entry %d: %v", seg.Ledger, seg.Entry, err)
@@ -102,12 +131,15 @@ func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadRespons
 		if offset < from {
 			continue
 		}
-		if len(page.Messages) >= limit {
+		if budget.full(page) {
 			return offset, nil
 		}
 		rec := &entry.records[i]
 		if !filter.matches(rec.Topic, rec.Key, ingestTime) {
 			continue
+		}
+		if !budget.take(page, len(rec.Value)+len(rec.Key)+len(rec.Topic)) {
+			return offset, nil
 		}
 		producerID, seq := entry.producerOf(i)
 		page.Messages = append(page.Messages, &orderlogpb.StoredMessage{Offset: offset, Message: batch.ToProto(rec),

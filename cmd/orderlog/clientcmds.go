@@ -60,7 +60,7 @@ func runProduce(args []string) error {
 	topic := fs.String("topic", "default", "topic of every message")
 	key := fs.String("key", "", "key of every message")
 	name := fs.String("producer", "", "producer name (default: cli-<host>-<pid>); reuse it to continue a session")
-	frame := fs.Int("frame", 100, "lines per request frame")
+	frame := fs.Int("frame", 100, "lines per request frame (a frame also ends at 4 MiB, and after 50 ms without a new line)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,68 +79,185 @@ func runProduce(args []string) error {
 			return err
 		}
 		progress := newProgress(os.Stderr)
-		var sent []*client.Pending
-		for _, in := range inputs {
-			scanner := bufio.NewScanner(in)
-			scanner.Buffer(make([]byte, 64<<10), 16<<20)
-			var batch []*orderlogpb.Message
-			flush := func() error {
-				if len(batch) == 0 {
-					return nil
-				}
-				pending, err := producer.Send(ctx, batch...)
-				if err != nil {
-					return err
-				}
-				sent = append(sent, pending)
-				progress.add(len(batch))
-				batch = nil
+		acked := waitAcks(ctx)
+		lines := readLines(inputs)
+		var batch []*orderlogpb.Message
+		batchBytes := 0
+		flush := func() error {
+			if len(batch) == 0 {
 				return nil
 			}
-			for scanner.Scan() {
-				line := append([]byte(nil), scanner.Bytes()...)
-				batch = append(batch, &orderlogpb.Message{Topic: *topic, Key: []byte(*key), Value: line})
-				if len(batch) >= *frame {
+			pending, err := producer.Send(ctx, batch...)
+			if err != nil {
+				return err
+			}
+			if err := acked.add(pending); err != nil {
+				return err
+			}
+			progress.add(len(batch))
+			batch, batchBytes = nil, 0
+			return nil
+		}
+		// A partial frame goes out once no line came for a moment, so that
+		// a slow stream of lines (tail -f) is not held back.
+		idle := time.NewTimer(time.Hour)
+		defer idle.Stop()
+	read:
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					break read
+				}
+				if l.err != nil {
+					return l.err
+				}
+				batch = append(batch, &orderlogpb.Message{Topic: *topic, Key: []byte(*key), Value: l.text})
+				batchBytes += len(l.text)
+				if len(batch) >= *frame || batchBytes >= produceFrameBytes {
 					if err := flush(); err != nil {
 						return err
 					}
 				}
-			}
-			if err := scanner.Err(); err != nil {
-				return err
-			}
-			if err := flush(); err != nil {
-				return err
+				idle.Reset(produceIdleFlush)
+			case <-idle.C:
+				if err := flush(); err != nil {
+					return err
+				}
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 		}
-		var first, last uint64
-		count := 0
-		for _, pending := range sent {
-			acks, err := pending.Wait(ctx)
-			if err != nil {
-				return err
-			}
-			for _, ack := range acks {
-				if count == 0 {
-					first = ack.Offset
-				}
-				last = ack.Offset
-				count++
-			}
+		if err := flush(); err != nil {
+			return err
+		}
+		result, err := acked.close()
+		if err != nil {
+			return err
 		}
 		progress.done()
-		if count > 0 {
+		if result.count == 0 {
+			fmt.Println("produced 0 messages")
+			return nil
+		}
+		if result.offsets > 0 {
 			// Acknowledged means durable; wait until it is also committed so a
 			// read right after this command sees it.
 			waitCtx, cancelWait := context.WithTimeout(ctx, 5*time.Second)
-			_ = cl.WaitCommitted(waitCtx, last+1) // best effort: the messages are durable either way
+			_ = cl.WaitCommitted(waitCtx, result.last+1) // best effort: the messages are durable either way
 			cancelWait()
-			fmt.Printf("produced %d messages, offsets %d..%d\n", count, first, last)
-		} else {
-			fmt.Println("produced 0 messages")
+		}
+		switch {
+		case result.offsets == result.count:
+			fmt.Printf("produced %d messages, offsets %d..%d\n", result.count, result.first, result.last)
+		case result.offsets == 0:
+			fmt.Printf("produced %d messages, all logged before (their offsets are older than the dedup window)\n", result.count)
+		default:
+			fmt.Printf("produced %d messages, offsets %d..%d; %d were logged before at offsets older than the dedup window\n",
+				result.count, result.first, result.last, result.count-result.offsets)
 		}
 		return nil
 	})
+}
+
+// produceFrameBytes and produceIdleFlush bound a produce frame besides its
+// line count: a frame of 100 long lines must stay far below the gRPC
+// message limit, and a partial frame should not wait for more input long.
+const (
+	produceFrameBytes = 4 << 20
+	produceIdleFlush  = 50 * time.Millisecond
+)
+
+// line is one input line, or the error that ended the input.
+type line struct {
+	text []byte
+	err  error
+}
+
+// readLines scans every input in turn into a channel, closed at the end. It
+// reads in its own goroutine, so that Ctrl-C ends a produce waiting on a
+// terminal.
+func readLines(inputs []io.Reader) <-chan line {
+	out := make(chan line, 1024)
+	go func() {
+		defer close(out)
+		for _, in := range inputs {
+			scanner := bufio.NewScanner(in)
+			scanner.Buffer(make([]byte, 64<<10), 16<<20)
+			for scanner.Scan() {
+				out <- line{text: append([]byte(nil), scanner.Bytes()...)}
+			}
+			if err := scanner.Err(); err != nil {
+				out <- line{err: err}
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// ackWaiter waits for sent frames in order as they are answered, so that
+// neither they nor their lines pile up until the end of the input.
+type ackWaiter struct {
+	frames chan *client.Pending
+	failed chan struct{} // closed once err is set
+	done   chan struct{}
+	result ackResult
+	err    error
+}
+
+// ackResult sums up the acks: count messages, offsets of them with a known
+// offset, first and last of those.
+type ackResult struct {
+	count, offsets int
+	first, last    uint64
+}
+
+func waitAcks(ctx context.Context) *ackWaiter {
+	w := &ackWaiter{frames: make(chan *client.Pending, 1024), failed: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for pending := range w.frames {
+			acks, err := pending.Wait(ctx)
+			if err != nil {
+				w.err = err
+				close(w.failed)
+				for range w.frames { // until close: add never blocks
+				}
+				return
+			}
+			for _, ack := range acks {
+				w.result.count++
+				if ack.DuplicateWithoutOffset {
+					continue // logged before; the offset is no longer known
+				}
+				if w.result.offsets == 0 {
+					w.result.first = ack.Offset
+				}
+				w.result.last = ack.Offset
+				w.result.offsets++
+			}
+		}
+	}()
+	return w
+}
+
+// add hands a sent frame to the waiter; it fails once a frame has failed.
+func (w *ackWaiter) add(pending *client.Pending) error {
+	select {
+	case <-w.failed:
+		return w.err
+	default:
+	}
+	w.frames <- pending
+	return nil
+}
+
+// close waits for every frame handed over and returns the sum.
+func (w *ackWaiter) close() (ackResult, error) {
+	close(w.frames)
+	<-w.done
+	return w.result, w.err
 }
 
 func openInputs(paths []string) ([]io.Reader, error) {
