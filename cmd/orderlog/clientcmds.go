@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"time"
@@ -285,6 +286,9 @@ func runRead(args []string) error {
 	key := fs.String("key", "", "only this key")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *limit > math.MaxUint32 {
+		return fmt.Errorf("--limit %d is too large (at most %d)", *limit, uint32(math.MaxUint32))
 	}
 	return cf.withClient(func(ctx context.Context, cl *client.Client) error {
 		out := json.NewEncoder(os.Stdout)
