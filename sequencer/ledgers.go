@@ -104,7 +104,7 @@ func (lc *LedgerClient) CreateCommitLog(ctx context.Context, epoch uint64, elect
 // ReadCommitLog implements LedgerControl.
 func (lc *LedgerClient) ReadCommitLog(ctx context.Context, id uint64) ([][]byte, error) {
 	var out [][]byte
-	err := lc.scanClosed(ctx, id, true, func(e ledger.Entry) { out = append(out, e.Payload) })
+	err := lc.scanClosed(ctx, id, true, true, func(e ledger.Entry) { out = append(out, e.Payload) })
 	return out, err
 }
 
@@ -120,7 +120,7 @@ func (lc *LedgerClient) ClosedSpans(ctx context.Context, id uint64) ([]EntrySpan
 
 func (lc *LedgerClient) spans(ctx context.Context, id uint64, recover bool) ([]EntrySpan, error) {
 	var out []EntrySpan
-	err := lc.scanClosed(ctx, id, recover, func(e ledger.Entry) {
+	err := lc.scanClosed(ctx, id, recover, false, func(e ledger.Entry) {
 		if !e.Span.Empty() {
 			out = append(out, EntrySpan{Entry: e.ID, Range: Range{e.Span.First, e.Span.End}})
 		}
@@ -129,8 +129,10 @@ func (lc *LedgerClient) spans(ctx context.Context, id uint64, recover bool) ([]E
 }
 
 // scanClosed reads every entry ≤ last of a closed ledger, recovering it
-// first if asked.
-func (lc *LedgerClient) scanClosed(ctx context.Context, id uint64, recover bool, fn func(ledger.Entry)) error {
+// first if asked; noOffsets marks a commit ledger, whose entries carry no
+// offsets (its recovery then skips the offset hull, which read back every
+// entry: a failover took longer the longer the old leader's log was).
+func (lc *LedgerClient) scanClosed(ctx context.Context, id uint64, recover, noOffsets bool, fn func(ledger.Entry)) error {
 	m, err := ledger.Get(ctx, lc.Etcd, id)
 	if err != nil {
 		return err
@@ -139,7 +141,7 @@ func (lc *LedgerClient) scanClosed(ctx context.Context, id uint64, recover bool,
 		if !recover {
 			return fmt.Errorf("ledger %d is %s: %w", id, m.State, ErrLedgerNotClosed)
 		}
-		if m, err = ledger.Recover(ctx, lc.Etcd, id, ledger.RecoverOptions{Stores: lc.Stores}); err != nil {
+		if m, err = ledger.Recover(ctx, lc.Etcd, id, ledger.RecoverOptions{Stores: lc.Stores, NoOffsets: noOffsets}); err != nil {
 			return fmt.Errorf("recover ledger %d: %w", id, err)
 		}
 	}

@@ -22,6 +22,10 @@ type RecoverOptions struct {
 	// Retry is the pause before asking again when an entry or the fence
 	// cannot be decided yet. Default 20 ms.
 	Retry time.Duration
+	// NoOffsets says the ledger's entries carry no offsets (a sequencer's
+	// commit ledger), so the closed record gets none without reading back
+	// every entry in search of a span.
+	NoOffsets bool
 }
 
 func (o *RecoverOptions) fillDefaults() {
@@ -75,9 +79,11 @@ func Recover(ctx context.Context, cli *clientv3.Client, id uint64, o RecoverOpti
 	if err != nil {
 		return Metadata{}, err
 	}
-	first, end, err := r.offsetHull(ctx, last)
-	if err != nil {
-		return Metadata{}, err
+	var first, end uint64
+	if !o.NoOffsets {
+		if first, end, err = r.offsetHull(ctx, last); err != nil {
+			return Metadata{}, err
+		}
 	}
 	final, _, err := transition(ctx, cli, m, StateRecovering, func(m Metadata) Metadata {
 		m.State, m.LastEntry, m.FirstOffset, m.EndOffset = StateClosed, last, first, end

@@ -307,3 +307,19 @@ func TestAbsentCountsOnlyFromFencedStores(t *testing.T) {
 		t.Fatalf("entry 11 confirmed to the writer (LAC %d), the recovered ledger ends at %d", w.LAC(), final.LastEntry)
 	}
 }
+
+// TestRecoverWithoutOffsetsSkipsTheHull: a ledger whose entries carry no
+// offsets (a commit ledger) is closed with none, at the same last entry.
+func TestRecoverWithoutOffsetsSkipsTheHull(t *testing.T) {
+	c := newTestCluster(t, 1, 1)
+	ctx := context.Background()
+	w := c.create(t, 1, 0, WriterOptions{})
+	appendRange(t, w, 0, 10)
+	if err := w.WaitConfirmed(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Recover(ctx, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), NoOffsets: true})
+	if err != nil || m.LastEntry != 9 || m.HasOffsets() {
+		t.Fatalf("recovered %+v, %v: want last entry 9 and no offsets", m, err)
+	}
+}
