@@ -180,13 +180,16 @@ var errFinished = errors.New("client: producer failed; every earlier frame answe
 
 func (p *Producer) serveStream() error {
 	ctx, cancel := context.WithCancel(p.ctx) // ends this stream's goroutines when it is done
-	defer cancel()
 	stream, err := p.client.producer.Produce(ctx)
 	if err != nil {
+		cancel()
 		return apierr.FromGRPC(err)
 	}
 	p.attach(stream)
-	defer p.detach()
+	defer func() {
+		cancel() // first: a Send blocked on this stream holds mu
+		p.detach()
+	}()
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
@@ -232,13 +235,16 @@ func (p *Producer) resolve(resp *orderlogpb.ProduceResponse) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i := slices.IndexFunc(p.mu.pending, func(pd *Pending) bool { return pd.request.RequestId == resp.RequestId })
+	if i < 0 {
+		// A frame resolved on an earlier stream, or failed with an earlier
+		// refusal (the frames after a refused one come back out of order:
+		// ending the stream for them would lose the answers still due).
+		return nil
+	}
 	if resp.ErrorCode != "" {
 		refusal := &apierr.Error{Code: apierr.Code(resp.ErrorCode), Message: resp.ErrorMessage}
 		if retryable(refusal) {
 			return refusal
-		}
-		if i < 0 {
-			return nil // a frame already failed with an earlier refusal
 		}
 		if p.mu.fatal == nil {
 			p.mu.fatal = fmt.Errorf("producer %q: %w", p.name, refusal)
@@ -250,9 +256,6 @@ func (p *Producer) resolve(resp *orderlogpb.ProduceResponse) error {
 		}
 		p.mu.pending = p.mu.pending[:i]
 		return p.finishedLocked()
-	}
-	if i < 0 {
-		return nil // an answer to a frame resolved on an earlier stream
 	}
 	pending := p.mu.pending[i]
 	if len(resp.Acks) != len(pending.request.Messages) {

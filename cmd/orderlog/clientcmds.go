@@ -61,7 +61,7 @@ func runProduce(args []string) error {
 	topic := fs.String("topic", "default", "topic of every message")
 	key := fs.String("key", "", "key of every message")
 	name := fs.String("producer", "", "producer name (default: cli-<host>-<pid>); reuse it to continue a session")
-	frame := fs.Int("frame", 100, "lines per request frame (a frame also ends at 4 MiB, and after 50 ms without a new line)")
+	frame := fs.Int("frame", 100, "lines per request frame (a frame also ends at 4 MiB, and 50 ms after its first line)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -99,8 +99,8 @@ func runProduce(args []string) error {
 			batch, batchBytes = nil, 0
 			return nil
 		}
-		// A partial frame goes out once no line came for a moment, so that
-		// a slow stream of lines (tail -f) is not held back.
+		// A partial frame goes out produceFrameWait after its first line, so
+		// that a slow stream of lines (tail -f) is not held back.
 		idle := time.NewTimer(time.Hour)
 		defer idle.Stop()
 	read:
@@ -113,6 +113,9 @@ func runProduce(args []string) error {
 				if l.err != nil {
 					return l.err
 				}
+				if len(batch) == 0 {
+					idle.Reset(produceFrameWait) // a frame waits at most this long for more lines
+				}
 				batch = append(batch, &orderlogpb.Message{Topic: *topic, Key: []byte(*key), Value: l.text})
 				batchBytes += len(l.text)
 				if len(batch) >= *frame || batchBytes >= produceFrameBytes {
@@ -120,7 +123,6 @@ func runProduce(args []string) error {
 						return err
 					}
 				}
-				idle.Reset(produceIdleFlush)
 			case <-idle.C:
 				if err := flush(); err != nil {
 					return err
@@ -161,12 +163,12 @@ func runProduce(args []string) error {
 	})
 }
 
-// produceFrameBytes and produceIdleFlush bound a produce frame besides its
+// produceFrameBytes and produceFrameWait bound a produce frame besides its
 // line count: a frame of 100 long lines must stay far below the gRPC
 // message limit, and a partial frame should not wait for more input long.
 const (
 	produceFrameBytes = 4 << 20
-	produceIdleFlush  = 50 * time.Millisecond
+	produceFrameWait  = 50 * time.Millisecond
 )
 
 // line is one input line, or the error that ended the input.
@@ -179,7 +181,7 @@ type line struct {
 // reads in its own goroutine, so that Ctrl-C ends a produce waiting on a
 // terminal.
 func readLines(inputs []io.Reader) <-chan line {
-	out := make(chan line, 1024)
+	out := make(chan line, 16) // read ahead a little, whatever the lines' size
 	go func() {
 		defer close(out)
 		for _, in := range inputs {
