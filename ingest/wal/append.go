@@ -77,6 +77,14 @@ func (s *Store) AppendAsync(e Entry, recovery bool) *Ticket {
 			return &Ticket{err: err}
 		}
 		if verdict == verdictWrite {
+			if recovery && s.mu.idx.ledgers[e.Ledger] == nil {
+				// A recovery's copy to a ledger this store has no record
+				// of: journal the fence it implies first, so that the
+				// ledger is created by a fence, here and on replay, and is
+				// tainted while the journal holds damage the store cannot
+				// attribute (its earlier entries may have been in it).
+				s.enqueueLocked(&Record{Type: RecordFence, Ledger: e.Ledger, Entry: -1, LAC: -1})
+			}
 			_, b := s.enqueueFramedLocked(&r, framed)
 			s.mu.Unlock()
 			return &Ticket{b: b}

@@ -350,3 +350,24 @@ func TestFenceAfterUnattributedDamageKeepsUnknown(t *testing.T) {
 	defer s.Close()
 	expectStatus(t, s, 1, 5, Unknown)
 }
+
+// TestRecoveryCopyAfterUnattributedDamageKeepsUnknown: a recovery's copy of
+// entry 0 to a ledger lost in damage the store cannot attribute (before any
+// fence reached this store) must not make its later entries ABSENT either.
+func TestRecoveryCopyAfterUnattributedDamageKeepsUnknown(t *testing.T) {
+	fsys, seg, _, _ := corruptionFixture(t)
+	s := openMem(t, fsys, nil)
+	mustAppend(t, s, 3, 0, 2)
+	s.Close()
+	fsys.Remove(filepath.Join(testDir, indexName(0)))
+	fsys.Corrupt(seg, func(d []byte) []byte { d[20] ^= 1; return d })
+	s = openMem(t, fsys, nil)
+	if err := s.RecoveryAppend(Entry{Ledger: 1, ID: 0, LAC: -1, Payload: []byte("copy")}); err != nil {
+		t.Fatal(err)
+	}
+	expectStatus(t, s, 1, 5, Unknown)
+	s.Close()
+	s = openMem(t, fsys, nil)
+	defer s.Close()
+	expectStatus(t, s, 1, 5, Unknown)
+}

@@ -94,9 +94,8 @@ func (x *index) apply(m recordMeta, seg uint32, incarnation uint64) {
 		// A ledger the store first hears of through a fence, a close or an
 		// entry past 0, while damage it cannot attribute sits in the
 		// journal, may have had records in that damage: it answers UNKNOWN
-		// for what it lacks, never ABSENT. (Not caught: a recovery's copy of
-		// entry 0 to such a store before any fence reached it; see design
-		// §13.)
+		// for what it lacks, never ABSENT. (A recovery's copy to a ledger
+		// the store has no record of journals a fence first: AppendAsync.)
 		l.tainted = x.corrupt && (m.Type != RecordEntry || m.Entry > 0)
 	}
 	l.noteSegment(seg)
