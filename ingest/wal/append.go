@@ -184,10 +184,22 @@ func (s *Store) Delete(ledger uint64) error {
 		s.mu.Unlock()
 		return nil
 	}
+	if l := s.mu.idx.ledgers[ledger]; l != nil {
+		if s.mu.deleting == nil {
+			s.mu.deleting = map[uint64][]uint32{}
+		}
+		s.mu.deleting[ledger] = slices.Clone(l.segs)
+	}
 	_, b := s.enqueueLocked(&Record{Type: RecordDelete, Ledger: ledger, Entry: -1, LAC: -1})
 	b.sync = true
 	s.mu.Unlock()
-	if err := (&Ticket{b: b}).Wait(); err != nil {
+	err := (&Ticket{b: b}).Wait()
+	if err == nil { // a failed store removes nothing any more
+		s.mu.Lock()
+		delete(s.mu.deleting, ledger)
+		s.mu.Unlock()
+	}
+	if err != nil {
 		return err
 	}
 	return s.removeDeadSegments()
@@ -220,7 +232,17 @@ func (s *Store) removeDeadSegments() error {
 	for newestSealed := s.mu.segments[len(s.mu.segments)-2]; s.mu.checkpointed < newestSealed && s.mu.failed == nil; {
 		s.checkpoints.Wait()
 	}
-	dead := s.mu.idx.deadSegments(s.mu.segments, s.mu.checkpointed)
+	if s.mu.failed != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	stillLive := map[uint32]bool{} // segments of deletes not yet durable
+	for _, segs := range s.mu.deleting {
+		for _, seg := range segs {
+			stillLive[seg] = true
+		}
+	}
+	dead := s.mu.idx.deadSegments(s.mu.segments, s.mu.checkpointed, stillLive)
 	s.mu.segments = slices.DeleteFunc(s.mu.segments, func(seq uint32) bool { return slices.Contains(dead, seq) })
 	for _, seq := range dead {
 		if f := s.mu.readers[seq]; f != nil {

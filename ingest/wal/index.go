@@ -208,27 +208,21 @@ func (l *ledgerState) noteSegment(seg uint32) {
 	}
 }
 
-// deadSegments returns the segments among candidates, all below limit,
-// that may be removed: no live ledger has a record in them. A segment with
-// a damaged stretch also needs to be older than every live ledger's first
-// record, since the damage may hide records of ledgers known before it.
-func (x *index) deadSegments(candidates []uint32, limit uint32) []uint32 {
+// deadSegments returns the segments among candidates, all below limit and
+// none in stillLive, that may be removed: no live ledger has a record in
+// them. A segment with a damaged stretch is never removed: the damage may
+// hide records of any ledger, and it is the damage in the journal that
+// makes a replay answer UNKNOWN for them (removed, they would read ABSENT).
+func (x *index) deadSegments(candidates []uint32, limit uint32, stillLive map[uint32]bool) []uint32 {
 	live := map[uint32]bool{}
-	minFirst, anyLive := uint32(0), false
 	for _, l := range x.ledgers {
 		for _, seg := range l.segs {
 			live[seg] = true
 		}
-		if len(l.segs) > 0 && (!anyLive || l.segs[0] < minFirst) {
-			minFirst, anyLive = l.segs[0], true
-		}
 	}
 	var dead []uint32
 	for _, seg := range candidates {
-		if seg >= limit || live[seg] {
-			continue
-		}
-		if x.damaged[seg] && anyLive && seg >= minFirst {
+		if seg >= limit || live[seg] || stillLive[seg] || x.damaged[seg] {
 			continue
 		}
 		dead = append(dead, seg)

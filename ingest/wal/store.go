@@ -52,6 +52,11 @@ type Store struct {
 		// every deletion made before it was taken.
 		checkpointed uint32
 		readers      map[uint32]walfs.File
+		// deleting holds, for each ledger whose delete record is queued
+		// but not yet durable, the segments it had records in: they stay
+		// live until the delete is durable (the index forgets the ledger
+		// as soon as the record is queued).
+		deleting map[uint64][]uint32
 	}
 	// space is signalled when the commit loop takes the pending batch.
 	space *sync.Cond
