@@ -2,10 +2,12 @@ package sequencer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -397,4 +399,66 @@ func checkCommitMap(t *testing.T, decided map[uint64]EpochRecord, c uint64, inge
 
 func newEtcdClient(endpoint string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+}
+
+// failingCommits is the real ledger control whose commit logs report a
+// forced error once broken is set.
+type failingCommits struct {
+	*LedgerClient
+	broken atomic.Bool
+}
+
+type breakableCommitLog struct {
+	CommitLog
+	broken *atomic.Bool
+}
+
+func (b breakableCommitLog) Err() error {
+	if b.broken.Load() {
+		return errors.New("test: commit ledger broken")
+	}
+	return b.CommitLog.Err()
+}
+
+func (f *failingCommits) CreateCommitLog(ctx context.Context, epoch uint64, electionKey string, onConfirm func(int64)) (CommitLog, error) {
+	log, err := f.LedgerClient.CreateCommitLog(ctx, epoch, electionKey, onConfirm)
+	if err != nil {
+		return nil, err
+	}
+	return breakableCommitLog{CommitLog: log, broken: &f.broken}, nil
+}
+
+// TestLeaderStepsDownWhenItsCommitLedgerFails: a commit ledger that fails
+// while an entry waits for confirmation reports it through no Append, so
+// the leader must notice it by itself and step down, and a new term (with
+// a new commit ledger) serves again; else C would stand still for good.
+func TestLeaderStepsDownWhenItsCommitLedgerFails(t *testing.T) {
+	c := newTestCluster(t)
+	cli := c.newClient()
+	ledgers := &failingCommits{LedgerClient: c.ledgerControl(cli)}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: ledgers, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	tn := &testNode{node: n, addr: lis.Addr().String()}
+	first := c.waitServing(tn).node.Status().Epoch
+	ledgers.broken.Store(true)
+	deadline := time.Now().Add(20 * time.Second)
+	for n.Status().Epoch == first || !n.Status().Serving {
+		if time.Now().After(deadline) {
+			t.Fatalf("still epoch %d (serving %v) after its commit ledger failed", n.Status().Epoch, n.Status().Serving)
+		}
+		if n.Status().Epoch != first {
+			ledgers.broken.Store(false) // the new term's commit ledger works
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -70,6 +70,16 @@ func (l *leader) run() {
 			return
 		case <-tick.C:
 			l.mu.Lock()
+			if l.commit.Err() != nil {
+				// The commit ledger failed while an entry waited for its
+				// confirmation, so no Append reports it: C would stand
+				// still for good. Step down; the next term starts a new
+				// commit ledger.
+				l.node.logf("sequencer %s: epoch %d: commit ledger %d failed: %v; stepping down", l.node.cfg.Address, l.epoch, l.commit.ID(), l.commit.Err())
+				l.deposeLocked()
+				l.mu.Unlock()
+				return
+			}
 			l.mu.m.Tick(l.now())
 			l.handleLocked()
 			l.mu.Unlock()

@@ -21,6 +21,10 @@ type CommitLog interface {
 	Append(payload []byte) (int64, error)
 	// Close stops appending; entries already confirmed stay.
 	Close(ctx context.Context) error
+	// Err is the error that stopped the commit ledger (fenced, quorum
+	// lost), nil while it takes entries. It can be set with no Append to
+	// report it: while an entry waits to be confirmed, none is appended.
+	Err() error
 }
 
 // LedgerControl is what the sequencer needs from ledgers (DESIGN §4 through
@@ -79,6 +83,7 @@ func (c commitWriter) ID() uint64 { return c.w.ID() }
 func (c commitWriter) Append(p []byte) (int64, error) {
 	return c.w.Append(p, ledger.Span{})
 }
+func (c commitWriter) Err() error { return c.w.Err() }
 func (c commitWriter) Close(ctx context.Context) error {
 	_, err := c.w.Close(ctx)
 	return err
