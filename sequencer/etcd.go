@@ -75,7 +75,7 @@ func (s *epochStore) extend(ctx context.Context, expect, next uint64) error {
 	resp, err := s.cli.Txn(ctx).
 		If(s.epochIs(), clientv3.Compare(clientv3.Value(keys.SeqReserved), "=", strconv.FormatUint(expect, 10))).
 		Then(clientv3.OpPut(keys.SeqReserved, strconv.FormatUint(next, 10))).
-		Else(clientv3.OpGet(keys.SeqEpoch)).Commit()
+		Else(clientv3.OpGet(keys.SeqEpoch), clientv3.OpGet(keys.SeqReserved)).Commit()
 	if err != nil {
 		return fmt.Errorf("extend reservation: %w", err)
 	}
@@ -86,7 +86,23 @@ func (s *epochStore) extend(ctx context.Context, expect, next uint64) error {
 	if len(kvs) != 1 || string(kvs[0].Value) != strconv.FormatUint(s.epoch, 10) {
 		return ErrDeposed
 	}
+	// Our epoch, but not the value we expected. Above it, it is an earlier
+	// extension of ours whose answer was lost (a timeout after etcd applied
+	// it): only this epoch writes seq/reserved now, and it is durable.
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 1 {
+		if current, err := strconv.ParseUint(string(kvs[0].Value), 10, 64); err == nil && current > expect {
+			return &reservedAheadError{current: current}
+		}
+	}
 	return fmt.Errorf("extend reservation: seq/reserved is not %d", expect)
+}
+
+// reservedAheadError: seq/reserved is already current, above the value an
+// extension expected, and was written by this epoch.
+type reservedAheadError struct{ current uint64 }
+
+func (e *reservedAheadError) Error() string {
+	return fmt.Sprintf("extend reservation: seq/reserved is already %d", e.current)
 }
 
 // commitLedgerList is the value of keys.SeqCommitLedgers

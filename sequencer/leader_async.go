@@ -81,9 +81,12 @@ func (l *leader) goReserve(r Reservation) {
 		err := l.store.extend(l.ctx, r.Expect, r.New)
 		l.mu.Lock()
 		defer l.mu.Unlock()
+		var ahead *reservedAheadError
 		switch {
 		case err == nil:
 			l.mu.m.ReservationExtended(r.New)
+		case errors.As(err, &ahead): // our own earlier extension, its answer lost
+			l.mu.m.ReservationExtended(ahead.current)
 		case errors.Is(err, ErrDeposed):
 			l.deposeLocked()
 		default:
