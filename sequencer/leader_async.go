@@ -56,6 +56,11 @@ func (l *leader) goRecover(id uint64) {
 
 // goClosedByWriter reads the spans of a ledger its writer says it closed.
 func (l *leader) goClosedByWriter(id uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.deposed {
+		return // shutdown may be waiting for the helpers: start none after it began
+	}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
