@@ -18,17 +18,37 @@ import (
 // condition of a live session.
 func (l *leader) watchIngests() {
 	defer l.wg.Done()
-	wch := l.node.cfg.Etcd.Watch(clientv3.WithRequireLeader(l.ctx), keys.IngestPrefix, clientv3.WithPrefix())
-	for resp := range wch {
-		for _, ev := range resp.Events {
-			if ev.Type != clientv3.EventTypeDelete {
-				continue
+	var from int64 // the revision to watch from; 0 = now
+	for l.ctx.Err() == nil {
+		opts := []clientv3.OpOption{clientv3.WithPrefix()}
+		if from > 0 {
+			opts = append(opts, clientv3.WithRev(from))
+		}
+		for resp := range l.node.cfg.Etcd.Watch(clientv3.WithRequireLeader(l.ctx), keys.IngestPrefix, opts...) {
+			if resp.CompactRevision > 0 {
+				from = resp.CompactRevision // what lay before it is gone
 			}
-			inc := strings.TrimPrefix(string(ev.Kv.Key), keys.IngestPrefix)
-			l.mu.Lock()
-			l.mu.m.IncarnationGone(l.now(), inc)
-			l.handleLocked()
-			l.mu.Unlock()
+			if resp.Header.Revision > 0 {
+				from = max(from, resp.Header.Revision+1)
+			}
+			for _, ev := range resp.Events {
+				if ev.Type != clientv3.EventTypeDelete {
+					continue
+				}
+				inc := strings.TrimPrefix(string(ev.Kv.Key), keys.IngestPrefix)
+				l.mu.Lock()
+				l.mu.m.IncarnationGone(l.now(), inc)
+				l.handleLocked()
+				l.mu.Unlock()
+			}
+		}
+		// The watch ended without the leader stepping down (the etcd member
+		// lost its leader, or a compaction): watch again from where it
+		// stopped, or no lease revocation would reach the machine for the
+		// rest of the term.
+		select {
+		case <-l.ctx.Done():
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
