@@ -8,6 +8,18 @@ import (
 	"orderlog/ingest/wal/walfs"
 )
 
+// ledgerOneThenTwo opens a store whose first segment holds ledger 1's
+// entries 0..2 and the start of ledger 2, which goes on into the next
+// segment; it returns the first segment's sequence number.
+func ledgerOneThenTwo(t *testing.T, fsys *walfs.CrashFS) (*Store, uint32) {
+	t.Helper()
+	s := openMem(t, fsys, nil)
+	seg0 := s.activeSeq
+	mustAppend(t, s, 1, 0, 3)
+	fillToSegment(t, s, 2, 0, seg0+1)
+	return s, seg0
+}
+
 // fillToSegment appends entries of ledger from next on until the journal's
 // tail is in segment seg, and returns the next entry id.
 func fillToSegment(t *testing.T, s *Store, ledger uint64, next int64, seg uint32) int64 {
@@ -26,10 +38,7 @@ func fillToSegment(t *testing.T, s *Store, ledger uint64, next int64, seg uint32
 // answer ABSENT for entries the store acknowledged.
 func TestDamagedSegmentIsNeverRemoved(t *testing.T) {
 	fsys := walfs.NewCrashFS(1)
-	s := openMem(t, fsys, nil)
-	seg0 := s.activeSeq
-	mustAppend(t, s, 1, 0, 3)
-	fillToSegment(t, s, 2, 0, seg0+1)
+	s, seg0 := ledgerOneThenTwo(t, fsys)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,10 +64,7 @@ func TestDamagedSegmentIsNeverRemoved(t *testing.T) {
 // ledger's acknowledged entries gone (ABSENT) instead of still there.
 func TestSegmentsOfAnUndurableDeleteStay(t *testing.T) {
 	fsys := walfs.NewCrashFS(1)
-	s := openMem(t, fsys, nil)
-	seg0 := s.activeSeq
-	mustAppend(t, s, 1, 0, 3)
-	fillToSegment(t, s, 2, 0, seg0+1)
+	s, seg0 := ledgerOneThenTwo(t, fsys)
 	fillToSegment(t, s, 3, 0, seg0+2)
 	if err := s.Delete(2); err != nil {
 		t.Fatal(err)
