@@ -222,7 +222,7 @@ func (p *Producer) detach() {
 func (p *Producer) finished() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mu.fatal != nil && len(p.mu.pending) == 0
+	return p.finishedLocked() != nil
 }
 
 // resolve completes the frame a response names. A retryable refusal ends
@@ -246,15 +246,8 @@ func (p *Producer) resolve(resp *orderlogpb.ProduceResponse) error {
 		if retryable(refusal) {
 			return refusal
 		}
-		if p.mu.fatal == nil {
-			p.mu.fatal = fmt.Errorf("producer %q: %w", p.name, refusal)
-		}
-		for _, pending := range p.mu.pending[i:] {
-			pending.err = refusal
-			close(pending.done)
-			<-p.slots
-		}
-		p.mu.pending = p.mu.pending[:i]
+		p.setFatalLocked(refusal)
+		p.failFromLocked(i, refusal)
 		return p.finishedLocked()
 	}
 	pending := p.mu.pending[i]
@@ -277,22 +270,32 @@ func (p *Producer) finishedLocked() error {
 
 func (p *Producer) setFatal(err error) {
 	p.mu.Lock()
+	p.setFatalLocked(err)
+	p.mu.Unlock()
+	p.failAll(err)
+}
+
+// setFatalLocked records the first error that ends the producer.
+func (p *Producer) setFatalLocked(err error) {
 	if p.mu.fatal == nil {
 		p.mu.fatal = fmt.Errorf("producer %q: %w", p.name, err)
 	}
-	p.mu.Unlock()
-	p.failAll(err)
 }
 
 func (p *Producer) failAll(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, pending := range p.mu.pending {
+	p.failFromLocked(0, err)
+}
+
+// failFromLocked fails pending frames i and later with err.
+func (p *Producer) failFromLocked(i int, err error) {
+	for _, pending := range p.mu.pending[i:] {
 		pending.err = err
 		close(pending.done)
 		<-p.slots
 	}
-	p.mu.pending = nil
+	p.mu.pending = p.mu.pending[:i]
 }
 
 // NextSeq is the sequence number the next message sent will get.

@@ -90,14 +90,14 @@ func (b *stateBuilder) apply(payload []byte) error {
 			return err
 		}
 		for _, s := range states {
-			if s.ID == b.id && s.DurableNext < b.durableNext {
+			switch {
+			case s.ID != b.id:
+			case s.DurableNext < b.durableNext:
 				// Older than what the entries before it made durable (a
 				// snapshot taken before its ledger's predecessor was fully
 				// logged): the replayed state is the truth.
 				b.epoch = max(b.epoch, s.Epoch)
-				continue
-			}
-			if s.ID == b.id {
+			default:
 				b.epoch, b.durableNext, b.window = s.Epoch, s.DurableNext, append([]uint64(nil), s.Window...)
 				b.keys = append([]string(nil), s.Keys...)
 				if len(b.keys) != len(b.window) {

@@ -193,15 +193,12 @@ func (s *Store) Delete(ledger uint64) error {
 	_, b := s.enqueueLocked(&Record{Type: RecordDelete, Ledger: ledger, Entry: -1, LAC: -1})
 	b.sync = true
 	s.mu.Unlock()
-	err := (&Ticket{b: b}).Wait()
-	if err == nil { // a failed store removes nothing any more
-		s.mu.Lock()
-		delete(s.mu.deleting, ledger)
-		s.mu.Unlock()
+	if err := (&Ticket{b: b}).Wait(); err != nil {
+		return err // a failed store removes nothing any more
 	}
-	if err != nil {
-		return err
-	}
+	s.mu.Lock()
+	delete(s.mu.deleting, ledger)
+	s.mu.Unlock()
 	return s.removeDeadSegments()
 }
 
@@ -249,7 +246,6 @@ func (s *Store) removeDeadSegments() error {
 			f.Close()
 			delete(s.mu.readers, seq)
 		}
-		delete(s.mu.idx.damaged, seq)
 	}
 	s.mu.Unlock()
 	if len(dead) == 0 {
