@@ -42,6 +42,10 @@ type faultNet struct {
 		// closedAt is the last entry a store incarnation was told a ledger closed at.
 		closedAt   map[heldKey]int64
 		violations []string
+		// absentAnswers counts the ABSENT answers each store incarnation
+		// gave for an entry, so a test can wait until a recovery has asked
+		// again and again instead of for a fixed time.
+		absentAnswers map[heldKey]int
 	}
 }
 
@@ -63,6 +67,7 @@ func newFaultNet(seed uint64, slots []*storeSlot) *faultNet {
 	n.mu.streams = make(map[[2]string]map[*faultStream]bool)
 	n.mu.acked = make(map[heldKey]uint64)
 	n.mu.closedAt = make(map[heldKey]int64)
+	n.mu.absentAnswers = make(map[heldKey]int)
 	return n
 }
 
@@ -181,6 +186,7 @@ func (n *faultNet) observeRead(sentAt uint64, slot string, incarnation, ledger u
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.mu.absentAnswers[heldKey{slot, incarnation, ledger, entry}]++
 	if at, ok := n.mu.acked[heldKey{slot, incarnation, ledger, entry}]; !ok || at > sentAt {
 		return
 	}
@@ -198,6 +204,14 @@ func (n *faultNet) observeClose(slot string, incarnation, ledger uint64, last in
 	if prev, ok := n.mu.closedAt[k]; !ok || last < prev {
 		n.mu.closedAt[k] = last
 	}
+}
+
+// absentAnswersFor is how many times the slot's incarnation answered
+// ABSENT for the ledger's entry.
+func (n *faultNet) absentAnswersFor(slot string, incarnation, ledger uint64, entry int64) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.absentAnswers[heldKey{slot, incarnation, ledger, entry}]
 }
 
 func (n *faultNet) violations() []string {
