@@ -42,11 +42,16 @@ type faultNet struct {
 		// closedAt is the last entry a store incarnation was told a ledger closed at.
 		closedAt   map[heldKey]int64
 		violations []string
-		// absentAnswers counts the ABSENT answers each store incarnation
-		// gave for an entry, so a test can wait until a recovery has asked
-		// again and again instead of for a fixed time.
-		absentAnswers map[heldKey]int
+		// answers counts each store incarnation's read answers per entry
+		// and status, so a test can wait until a recovery has asked again
+		// and again instead of for a fixed time.
+		answers map[answerKey]int
 	}
+}
+
+type answerKey struct {
+	heldKey
+	status walpb.EntryStatus
 }
 
 type heldKey struct {
@@ -67,7 +72,7 @@ func newFaultNet(seed uint64, slots []*storeSlot) *faultNet {
 	n.mu.streams = make(map[[2]string]map[*faultStream]bool)
 	n.mu.acked = make(map[heldKey]uint64)
 	n.mu.closedAt = make(map[heldKey]int64)
-	n.mu.absentAnswers = make(map[heldKey]int)
+	n.mu.answers = make(map[answerKey]int)
 	return n
 }
 
@@ -181,12 +186,12 @@ func (n *faultNet) now() uint64 {
 // observeRead checks an ABSENT answer against the acks seen before the
 // read was sent (at event sentAt).
 func (n *faultNet) observeRead(sentAt uint64, slot string, incarnation, ledger uint64, entry int64, s walpb.EntryStatus) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mu.answers[answerKey{heldKey{slot, incarnation, ledger, entry}, s}]++
 	if s != walpb.EntryStatus_ABSENT {
 		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.mu.absentAnswers[heldKey{slot, incarnation, ledger, entry}]++
 	if at, ok := n.mu.acked[heldKey{slot, incarnation, ledger, entry}]; !ok || at > sentAt {
 		return
 	}
@@ -206,12 +211,11 @@ func (n *faultNet) observeClose(slot string, incarnation, ledger uint64, last in
 	}
 }
 
-// absentAnswersFor is how many times the slot's incarnation answered
-// ABSENT for the ledger's entry.
-func (n *faultNet) absentAnswersFor(slot string, incarnation, ledger uint64, entry int64) int {
+// answersFor is how many times the store answered s for the ledger's entry.
+func (n *faultNet) answersFor(store Member, ledger uint64, entry int64, s walpb.EntryStatus) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.mu.absentAnswers[heldKey{slot, incarnation, ledger, entry}]
+	return n.mu.answers[answerKey{heldKey{store.Address, store.Incarnation, ledger, entry}, s}]
 }
 
 func (n *faultNet) violations() []string {
