@@ -69,7 +69,7 @@ func TestSegmentsOfAnUndurableDeleteStay(t *testing.T) {
 	if err := s.Delete(2); err != nil {
 		t.Fatal(err)
 	}
-	s.cfg.SyncDelay = 200 * time.Millisecond // hold the next batch back
+	release := fsys.HoldSyncs() // ledger 1's delete is written, never synced
 	deleted := make(chan error, 1)
 	go func() { deleted <- s.Delete(1) }()
 	for queued := false; !queued; time.Sleep(time.Millisecond) {
@@ -81,7 +81,10 @@ func TestSegmentsOfAnUndurableDeleteStay(t *testing.T) {
 		t.Fatal(err)
 	}
 	fsys.Crash()
-	<-deleted
+	release()
+	if err := <-deleted; err == nil {
+		t.Fatal("ledger 1's delete succeeded, but its sync came after the crash")
+	}
 	s = openMem(t, fsys, nil)
 	defer s.Close()
 	expectPresent(t, s, 1, 0)

@@ -43,8 +43,10 @@ type CrashFS struct {
 	dirs    map[string]bool
 	gen     int
 	inject  func(op Op, name string) error
-	rng     *rand.Rand
-	torn    bool
+	// syncGate, while set, is what every file Sync waits on (HoldSyncs).
+	syncGate chan struct{}
+	rng      *rand.Rand
+	torn     bool
 }
 
 type memNode struct {
@@ -77,6 +79,25 @@ func (c *CrashFS) SetInject(fn func(op Op, name string) error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.inject = fn
+}
+
+// HoldSyncs makes every file Sync wait, without the filesystem's lock,
+// until release is called: what a held Sync would make durable stays
+// undurable while other operations, and Crash, go on. A Sync released
+// after a Crash fails like any call on a handle from before it.
+func (c *CrashFS) HoldSyncs() (release func()) {
+	gate := make(chan struct{})
+	c.mu.Lock()
+	c.syncGate = gate
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		if c.syncGate == gate {
+			c.syncGate = nil
+		}
+		c.mu.Unlock()
+		close(gate)
+	}
 }
 
 // SetTorn makes Crash keep a random prefix of each file's unsynced bytes,
@@ -322,6 +343,12 @@ func (f *memFile) Write(p []byte) (int, error) {
 }
 
 func (f *memFile) Sync() error {
+	f.fs.mu.Lock()
+	gate := f.fs.syncGate
+	f.fs.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	if err := f.startLocked(OpSync); err != nil {

@@ -63,6 +63,30 @@ func TestFailedSyncIsNotDurable(t *testing.T) {
 	}
 }
 
+// TestHeldSyncIsNotDurable: a Sync held until after a crash makes nothing
+// durable and fails, while other operations went on meanwhile.
+func TestHeldSyncIsNotDurable(t *testing.T) {
+	fs := NewCrashFS(1)
+	fs.MkdirAll("/d")
+	f, _ := fs.Create("/d/a")
+	fs.SyncDir("/d")
+	f.Write([]byte("data"))
+	release := fs.HoldSyncs()
+	synced := make(chan error, 1)
+	go func() { synced <- f.Sync() }()
+	if _, err := f.Write([]byte("-more")); err != nil { // not stalled by the held Sync
+		t.Fatal(err)
+	}
+	fs.Crash()
+	release()
+	if err := <-synced; !errors.Is(err, ErrCrashed) {
+		t.Fatalf("held sync released after the crash: %v, want ErrCrashed", err)
+	}
+	if got := readAll(t, fs, "/d/a"); len(got) != 0 {
+		t.Fatalf("data of a held sync survived the crash: %q", got)
+	}
+}
+
 func TestTornCrashKeepsAPrefix(t *testing.T) {
 	fs := NewCrashFS(3)
 	fs.SetTorn(true)
