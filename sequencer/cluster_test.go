@@ -170,7 +170,10 @@ type testIngest struct {
 }
 
 func (c *testCluster) newIngest(ctx context.Context, name string) *testIngest {
-	lease, err := c.cli.Grant(ctx, 10)
+	// The ingest stays alive until a test revokes its lease: a lease that
+	// runs out mid-test (nothing renews it) would make a slow run's
+	// grants fail for a reason the test did not choose.
+	lease, err := c.cli.Grant(ctx, 600)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func integrationDiskWipe(t *testing.T, w, a, f int) {
 	const n = 400
 
 	// Ledger 1: its writer survives the wipe of f stores and closes.
-	wr := c.create(t, a, f, WriterOptions{MaxFrameEntries: 32})
+	wr := c.create(t, a, f, WriterOptions{MaxFrameEntries: 32, UnreachableAfter: time.Minute})
 	appendRange(t, wr, 0, n/2)
 	if err := wr.WaitConfirmed(ctx, n/2-1); err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestQuorumLostReopensOnNewEnsemble(t *testing.T) {
 	all := c.ensemble()
 	first, err := Create(ctx, c.cli, CreateOptions{Epoch: c.epoch, WriterIncarnation: c.writer, Ensemble: all[:3],
 		AckQuorum: 2, Tolerate: 1, Stores: c.net.dialer("writer"),
-		Writer: WriterOptions{UnreachableAfter: 500 * time.Millisecond}})
+		Writer: WriterOptions{UnreachableAfter: 3 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -126,8 +126,10 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// waitSyncDelay sleeps until SyncDelay has passed since lastSync, unless
-// the pending batch already holds syncDelayFullBytes.
+// waitSyncDelay sleeps until SyncDelay has passed since lastSync while a
+// batch is pending, unless it already holds syncDelayFullBytes. With none
+// pending it returns at once: the loop waits for one, and sleeps what is
+// left of the delay when it comes.
 func (s *Store) waitSyncDelay(lastSync time.Time) {
 	if s.cfg.SyncDelay == 0 {
 		return // the default: no clock read on every turn of the loop
@@ -137,9 +139,10 @@ func (s *Store) waitSyncDelay(lastSync time.Time) {
 		return
 	}
 	s.mu.Lock()
-	full := s.mu.pendingBytes >= syncDelayFullBytes
+	pending, full := s.mu.pending != nil, s.mu.pendingBytes >= syncDelayFullBytes
 	s.mu.Unlock()
-	if !full {
+	if pending && !full {
+		s.stats.delayed.Add(1)
 		sleepPrecisely(d)
 	}
 }

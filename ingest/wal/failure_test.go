@@ -172,11 +172,14 @@ func TestSyncDelay(t *testing.T) {
 		t.Fatalf("%d fdatasyncs in %s with a %s delay, want at most %d", syncs, elapsed, delay, most)
 	}
 
+	if s.Stats().DelayedSyncs == before.DelayedSyncs {
+		t.Fatal("continuous appends were never held back by the delay")
+	}
 	time.Sleep(2 * delay)
-	lone := time.Now()
+	quiet := s.Stats()
 	mustAppend(t, s, 9, 0, 1)
-	if took := time.Since(lone); took >= delay {
-		t.Fatalf("an append after a quiet %s took %s: held back by the delay", 2*delay, took)
+	if after := s.Stats(); after.DelayedSyncs != quiet.DelayedSyncs {
+		t.Fatalf("an append after a quiet %s was held back by the delay", 2*delay)
 	}
 
 	fsys.Crash() // unsynced data is gone; every returned append must not be
@@ -214,7 +217,7 @@ func TestSyncDelaySkipsAFullBatch(t *testing.T) {
 	for e := int64(1); len(tickets)*len(payload) < syncDelayFullBytes+len(payload); e++ {
 		tickets = append(tickets, s.AppendAsync(Entry{Ledger: 1, ID: e, LAC: e - 1, Payload: payload}, false))
 	}
-	released := time.Now()
+	before := s.Stats()
 	close(release)
 	if err := first.Wait(); err != nil {
 		t.Fatal(err)
@@ -224,8 +227,9 @@ func TestSyncDelaySkipsAFullBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if took := time.Since(released); took >= delay {
-		t.Fatalf("a full batch waited %s after the sync before it: held back by the %s delay", took, delay)
+	if after := s.Stats(); after.DelayedSyncs != before.DelayedSyncs || after.Batches == before.Batches {
+		t.Fatalf("a full batch was held back by the delay (%d delayed of %d batches after the held sync)",
+			after.DelayedSyncs-before.DelayedSyncs, after.Batches-before.Batches)
 	}
 }
 

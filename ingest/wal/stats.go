@@ -21,6 +21,9 @@ type Stats struct {
 	Batches int64
 	// Syncs is the number of fdatasync calls on segment data.
 	Syncs int64
+	// DelayedSyncs is the number of batches the commit delay (SyncDelay)
+	// held back before writing them.
+	DelayedSyncs int64
 	// Bytes is the number of journal bytes written.
 	Bytes int64
 	// WriteTime and SyncTime are the time the commit loop spent in write
@@ -33,8 +36,8 @@ type Stats struct {
 }
 
 type statCounters struct {
-	batches, syncs, bytes, writeNanos, syncNanos atomic.Int64
-	syncLatency                                  [len(SyncLatencyBounds) + 1]atomic.Int64
+	batches, syncs, delayed, bytes, writeNanos, syncNanos atomic.Int64
+	syncLatency                                           [len(SyncLatencyBounds) + 1]atomic.Int64
 }
 
 // observeSync counts one fdatasync of duration d.
@@ -50,7 +53,7 @@ func (c *statCounters) observeSync(d time.Duration) {
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
-	st := Stats{Batches: s.stats.batches.Load(), Syncs: s.stats.syncs.Load(), Bytes: s.stats.bytes.Load(),
+	st := Stats{Batches: s.stats.batches.Load(), Syncs: s.stats.syncs.Load(), DelayedSyncs: s.stats.delayed.Load(), Bytes: s.stats.bytes.Load(),
 		WriteTime: time.Duration(s.stats.writeNanos.Load()), SyncTime: time.Duration(s.stats.syncNanos.Load())}
 	for i := range st.SyncLatency {
 		st.SyncLatency[i] = s.stats.syncLatency[i].Load()
