@@ -89,7 +89,7 @@ func (f *fixture) appendBatch(t *testing.T, first uint64, topics ...string) int6
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := f.writer.WaitConfirmed(ctx, entry); err != nil {
 		t.Fatal(err)

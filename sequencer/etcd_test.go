@@ -16,7 +16,7 @@ import (
 // every tick forever while grants wait.
 func TestExtendAdoptsItsOwnLostExtension(t *testing.T) {
 	cli := etcdtest.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := &epochStore{cli: cli, epoch: 7}
 	if _, err := cli.Put(ctx, keys.SeqEpoch, "7"); err != nil {

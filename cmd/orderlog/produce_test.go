@@ -45,8 +45,12 @@ func TestProduceSplitsFramesByBytes(t *testing.T) {
 	if err := runProduce([]string{"--addr", srv.grpcAddr, "--topic", "big", "--timeout", "60s", path}); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// produce waits only a little for C; the read below stops at C.
+	if err := c.WaitCommitted(ctx, lines); err != nil {
+		t.Fatal(err)
+	}
 	var got [][]byte
 	err = c.Read(ctx, 0, 0, func(p *client.Page) error {
 		for _, m := range p.Messages {

@@ -181,7 +181,7 @@ func TestListFilters(t *testing.T) {
 
 func TestWaitClosedSeesLaterClose(t *testing.T) {
 	cli := startEtcd(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	setEpochAndWriter(t, cli, 1, "w")
 	m, err := createRecord(ctx, cli, newOpenRecord(1, "w"), keys.Ingest("w"))

@@ -16,7 +16,7 @@ func TestStartServesClientsAndKeepsDataAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := c.Put(ctx, "k", "v"); err != nil {
 		t.Fatal(err)
