@@ -187,6 +187,10 @@ func TestCrashRestartHistory(t *testing.T) {
 		srv.start()
 		srv.waitReady(c)
 	}
+	// The producers must get acks again after the last restart (and a
+	// slow machine must not leave the history without any).
+	restarted := time.Now()
+	waitAckedAfter(t, recorder, restarted)
 	time.Sleep(300 * time.Millisecond)
 	stopProducers()
 	wg.Wait()
@@ -220,6 +224,21 @@ func TestCrashRestartHistory(t *testing.T) {
 	if t.Failed() {
 		raw, _ := os.ReadFile(logFile.Name())
 		t.Logf("server log:\n%s", raw)
+	}
+}
+
+// waitAckedAfter waits until the history holds an ack from after since.
+func waitAckedAfter(t *testing.T, recorder *history.Recorder, since time.Time) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for _, op := range recorder.Ops() {
+			if op.Acked.After(since) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no message was acknowledged in 30 s after the last restart")
+		}
 	}
 }
 
