@@ -78,11 +78,28 @@ func (n *Node) validate(req *orderlogpb.ProduceRequest) error {
 		if len(m.Value) > n.cfg.MaxMessageBytes {
 			return apierr.New(apierr.MessageTooLarge, "message %d: %d bytes exceed %d", i, len(m.Value), n.cfg.MaxMessageBytes)
 		}
+		if size := metadataBytes(m); size > MaxMetadataBytes {
+			return apierr.New(apierr.MessageTooLarge, "message %d: key, headers and message id of %d bytes exceed %d", i, size, MaxMetadataBytes)
+		}
 		if err := httpapi.ValidateTopicName(m.Topic); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// MaxMetadataBytes bounds what one message carries besides its value: its
+// key, its headers' keys and values, and its message id. Without a bound a
+// reader's page, which holds whole messages, could not be kept under
+// gRPC's message limit.
+const MaxMetadataBytes = 64 << 10
+
+func metadataBytes(m *orderlogpb.Message) int {
+	size := len(m.Key) + len(m.MessageId)
+	for _, h := range m.Headers {
+		size += len(h.Key) + len(h.Value)
+	}
+	return size
 }
 
 func (n *Node) produce(f *frame) {

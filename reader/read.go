@@ -8,6 +8,8 @@ import (
 	"orderlog/ingest/batch"
 	"orderlog/internal/apierr"
 	"orderlog/proto/orderlogpb"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // Filter selects messages for Query; the zero Filter selects everything.
@@ -47,9 +49,9 @@ func (r *Reader) Commits() *CommitMap { return r.commits }
 // scanning the whole hot log in one request.
 const PageSegments = 1024
 
-// PageBytes bounds the message bytes of one page (it holds at least one
-// message): a page of 1,000 messages of up to 1 MiB would pass gRPC's
-// message limit.
+// PageBytes bounds the encoded size of one page's messages (it holds at
+// least one message): a page of 1,000 messages of up to 1 MiB would pass
+// gRPC's message limit.
 const PageBytes = 4 << 20
 
 // pageChunk is how many segments a page takes from the commit map at a time.
@@ -138,12 +140,15 @@ func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadRespons
 		if !filter.matches(rec.Topic, rec.Key, ingestTime) {
 			continue
 		}
-		if !budget.take(page, len(rec.Value)+len(rec.Key)+len(rec.Topic)) {
+		producerID, seq := entry.producerOf(i)
+		stored := &orderlogpb.StoredMessage{Offset: offset, Message: batch.ToProto(rec),
+			ProducerId: producerID, ProducerSeq: seq, IngestTimeUs: ingestTime}
+		// Everything the message encodes to counts: headers and message
+		// ids too, not only the value.
+		if !budget.take(page, proto.Size(stored)) {
 			return offset, nil
 		}
-		producerID, seq := entry.producerOf(i)
-		page.Messages = append(page.Messages, &orderlogpb.StoredMessage{Offset: offset, Message: batch.ToProto(rec),
-			ProducerId: producerID, ProducerSeq: seq, IngestTimeUs: ingestTime})
+		page.Messages = append(page.Messages, stored)
 	}
 	return seg.End, nil
 }

@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	"orderlog/ingest/batch"
 	"orderlog/ingest/ledger"
@@ -247,5 +249,50 @@ func TestPagesExamineABoundedStretch(t *testing.T) {
 	})
 	if err != nil || len(found) != 1 || found[0] != n-1 {
 		t.Fatalf("stream found %v, %v", found, err)
+	}
+}
+
+// TestPagesCountHeaders: messages whose bytes are nearly all headers still
+// make pages of at most PageBytes encoded (plus the one message a page
+// always holds), and a stream reads every one of them, in order.
+func TestPagesCountHeaders(t *testing.T) {
+	const entriesN, perEntry = 4, 100
+	header := []batch.MessageHeader{{Key: "trace", Value: bytes.Repeat([]byte{'h'}, 60<<10)}}
+	entries := memEntries{}
+	commits := NewCommitMap()
+	for i := range int64(entriesN) {
+		records := make([]batch.Record, perEntry)
+		for k := range records {
+			records[k] = batch.Record{Topic: "t", Value: []byte("v"), Headers: header, MessageID: []byte(fmt.Sprint(i, k))}
+		}
+		first := uint64(i) * perEntry
+		p, err := batch.Encode(nil, batch.Header{Kind: batch.KindRecords, FirstOffset: first, Count: perEntry, Runs: []batch.ProducerRun{{Count: perEntry}}}, records)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[i] = p
+		must(t, commits.Resolve(1, Segment{First: first, End: first + perEntry, Ledger: 1, Entry: i}))
+	}
+	must(t, commits.Advance(1, entriesN*perEntry))
+	r := New(commits, entries)
+	var next uint64
+	pages := 0
+	err := r.Stream(context.Background(), 0, 0, Filter{}, false, func(p *orderlogpb.ReadResponse) error {
+		pages++
+		size := 0
+		for _, m := range p.Messages {
+			if m.Offset != next {
+				t.Fatalf("message at %d, want %d", m.Offset, next)
+			}
+			next++
+			size += proto.Size(m)
+		}
+		if last := proto.Size(p.Messages[len(p.Messages)-1]); size-last > PageBytes {
+			t.Fatalf("page of %d messages encodes to %d bytes, over %d before its last message", len(p.Messages), size, PageBytes)
+		}
+		return nil
+	})
+	if err != nil || next != entriesN*perEntry {
+		t.Fatalf("stream read %d messages in %d pages: %v", next, pages, err)
 	}
 }

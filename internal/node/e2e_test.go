@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"orderlog/client"
+	"orderlog/ingest"
 	"orderlog/ingest/producer"
 	"orderlog/internal/apierr"
 	"orderlog/proto/orderlogpb"
@@ -223,6 +224,8 @@ func TestBadInputGetsStableCodesAndServerStaysHealthy(t *testing.T) {
 		{&orderlogpb.ProduceRequest{RequestId: 1}, apierr.InvalidArgument},
 		{&orderlogpb.ProduceRequest{RequestId: 2, Messages: []*orderlogpb.Message{msg("", "", "x")}}, apierr.InvalidArgument},
 		{&orderlogpb.ProduceRequest{RequestId: 3, Messages: []*orderlogpb.Message{{Topic: "t", Value: make([]byte, 2<<20)}}}, apierr.MessageTooLarge},
+		{&orderlogpb.ProduceRequest{RequestId: 6, Messages: []*orderlogpb.Message{{Topic: "t", Value: []byte("x"),
+			Headers: []*orderlogpb.Header{{Key: "h", Value: make([]byte, ingest.MaxMetadataBytes)}}}}}, apierr.MessageTooLarge},
 		{&orderlogpb.ProduceRequest{RequestId: 4, ProducerId: 999, Epoch: 1, Messages: []*orderlogpb.Message{msg("t", "", "x")}}, apierr.UnknownProducer},
 		{&orderlogpb.ProduceRequest{RequestId: 5, Epoch: 1, Messages: []*orderlogpb.Message{msg("t", "", "x")}}, apierr.InvalidArgument},
 	}
