@@ -28,7 +28,11 @@ var ErrConflict = errors.New("reader: commit record contradicts the committed ma
 type CommitMap struct {
 	mu struct {
 		sync.Mutex
-		epoch     int64
+		epoch int64
+		// synced is the epoch of the last watermark applied, 0 before the
+		// first: until a stream's watermark arrives, C is only what this
+		// process had (0 after a start), not what the leader published.
+		synced    int64
 		committed uint64
 		segments  []Segment
 		changed   chan struct{} // closed and replaced whenever committed grows
@@ -42,11 +46,12 @@ func NewCommitMap() *CommitMap {
 	return m
 }
 
-// Committed returns the epoch and C of the map.
+// Committed returns C and the epoch of the leader whose watermark set it:
+// 0 until the first watermark, while C means nothing yet.
 func (m *CommitMap) Committed() (epoch int64, committed uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.mu.epoch, m.mu.committed
+	return m.mu.synced, m.mu.committed
 }
 
 // Resolve records a Written or Hole decision carried by a commit-map stream
@@ -89,7 +94,11 @@ func (m *CommitMap) Resolve(epoch int64, s Segment) error {
 func (m *CommitMap) Advance(epoch int64, committed uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.adoptEpochLocked(epoch) || committed <= m.mu.committed {
+	if !m.adoptEpochLocked(epoch) {
+		return nil
+	}
+	m.mu.synced = epoch
+	if committed <= m.mu.committed {
 		return nil
 	}
 	if covered := m.coveredEndLocked(); covered < committed {

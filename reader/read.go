@@ -57,12 +57,19 @@ const PageBytes = 4 << 20
 // pageChunk is how many segments a page takes from the commit map at a time.
 const pageChunk = 64
 
+// errNotSynced answers reads before the first watermark: C = 0 then would
+// pass for an empty log, and every offset for one beyond it.
+var errNotSynced = apierr.New(apierr.Unavailable, "the reader has not caught up with the sequencer's commit map yet")
+
 // ReadPage returns up to limit matching messages at offsets ≥ from and below
 // C, in offset order, with every hole met on the way as a skipped range.
 // NextOffset is where the next page starts; it is below C when the page
 // stopped at limit or after PageSegments entries and holes.
 func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Filter) (*orderlogpb.ReadResponse, error) {
-	_, committed := r.commits.Committed()
+	epoch, committed := r.commits.Committed()
+	if epoch == 0 {
+		return nil, errNotSynced
+	}
 	if from > committed {
 		return nil, apierr.New(apierr.OffsetOutOfRange, "offset %d is beyond the committed watermark %d", from, committed)
 	}
@@ -157,7 +164,10 @@ func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadRespons
 // (0: until C when the call started, or forever when follow is set). With
 // follow it waits for C to advance instead of ending.
 func (r *Reader) Stream(ctx context.Context, from uint64, limit int, filter Filter, follow bool, emit func(*orderlogpb.ReadResponse) error) error {
-	_, end := r.commits.Committed()
+	epoch, end := r.commits.Committed()
+	if !follow && epoch == 0 {
+		return errNotSynced
+	}
 	if !follow && from > end {
 		return apierr.New(apierr.OffsetOutOfRange, "offset %d is beyond the committed watermark %d", from, end)
 	}

@@ -296,3 +296,48 @@ func TestPagesCountHeaders(t *testing.T) {
 		t.Fatalf("stream read %d messages in %d pages: %v", next, pages, err)
 	}
 }
+
+// TestReadsWaitForTheFirstWatermark: before a leader's watermark arrives,
+// C = 0 is only where this process started, so reads are refused as
+// UNAVAILABLE (retry) rather than answered as an empty log or as offsets
+// beyond C; a leader change keeps the older leader's C in service.
+func TestReadsWaitForTheFirstWatermark(t *testing.T) {
+	p, err := batch.Encode(nil, batch.Header{Kind: batch.KindRecords, FirstOffset: 0, Count: 1, Runs: []batch.ProducerRun{{Count: 1}}},
+		[]batch.Record{{Topic: "t", Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits := NewCommitMap()
+	r := New(commits, memEntries{0: p})
+	ctx := context.Background()
+	must(t, commits.Resolve(3, Segment{First: 0, End: 1, Ledger: 1, Entry: 0}))
+	for _, from := range []uint64{0, 1, 500} {
+		if _, err := r.ReadPage(ctx, from, 10, Filter{}); apierr.As(err).Code != apierr.Unavailable {
+			t.Fatalf("read from %d before any watermark: %v, want UNAVAILABLE", from, err)
+		}
+	}
+	if epoch, _ := commits.Committed(); epoch != 0 {
+		t.Fatalf("epoch %d reported before any watermark", epoch)
+	}
+	must(t, commits.Advance(3, 1))
+	page, err := r.ReadPage(ctx, 0, 10, Filter{})
+	if err != nil || len(page.Messages) != 1 || page.Committed != 1 {
+		t.Fatalf("read after the watermark: %+v, %v", page, err)
+	}
+	// A newer leader's first records arrive before its watermark: the map
+	// still serves what the older one committed.
+	must(t, commits.Resolve(4, Segment{First: 1, End: 2, Hole: true}))
+	if epoch, c := commits.Committed(); epoch != 3 || c != 1 {
+		t.Fatalf("after the newer epoch's first record: epoch %d, C %d; want 3, 1", epoch, c)
+	}
+	if page, err := r.ReadPage(ctx, 0, 10, Filter{}); err != nil || len(page.Messages) != 1 {
+		t.Fatalf("read during the leader change: %+v, %v", page, err)
+	}
+	if _, err := r.ReadPage(ctx, 5, 10, Filter{}); apierr.As(err).Code != apierr.OffsetOutOfRange {
+		t.Fatalf("read beyond C once in step: %v, want OFFSET_OUT_OF_RANGE", err)
+	}
+	must(t, commits.Advance(4, 1)) // a watermark that does not move C still syncs
+	if epoch, _ := commits.Committed(); epoch != 4 {
+		t.Fatalf("epoch %d after the newer leader's watermark, want 4", epoch)
+	}
+}
