@@ -313,6 +313,11 @@ func runTail(args []string) error {
 	return cf.withClient(func(ctx context.Context, cl *client.Client) error {
 		start := uint64(*from)
 		if *from < 0 {
+			// A node that has not yet caught up with the commit map
+			// reports epoch 0 and a C that is not the log's.
+			if err := cl.WaitReady(ctx); err != nil {
+				return err
+			}
 			status, err := cl.Status(ctx)
 			if err != nil {
 				return err
