@@ -34,7 +34,11 @@ type CommitMap struct {
 		// process had (0 after a start), not what the leader published.
 		synced    int64
 		committed uint64
-		segments  []Segment
+		// holes counts the hole offsets below committed, kept as C moves:
+		// Status and every metrics scrape ask, and a scan of the whole
+		// history under the lock stalled reads as the history grew.
+		holes    uint64
+		segments []Segment
 		changed   chan struct{} // closed and replaced whenever committed grows
 	}
 }
@@ -104,6 +108,7 @@ func (m *CommitMap) Advance(epoch int64, committed uint64) error {
 	if covered := m.coveredEndLocked(); covered < committed {
 		return fmt.Errorf("%w: C=%d but only [0, %d) is resolved", ErrConflict, committed, covered)
 	}
+	m.mu.holes += m.holeOffsetsLocked(m.mu.committed, committed)
 	m.mu.committed = committed
 	close(m.mu.changed)
 	m.mu.changed = make(chan struct{})
@@ -193,17 +198,22 @@ func (m *CommitMap) TrimBelow(offset uint64) {
 	m.mu.segments = append([]Segment(nil), m.mu.segments[i:]...)
 }
 
-// HoleOffsets counts the offsets below C that are holes.
+// HoleOffsets counts the offsets below C that are holes (those trimmed
+// away included: they are still holes of the log).
 func (m *CommitMap) HoleOffsets() uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.mu.holes
+}
+
+// holeOffsetsLocked counts the hole offsets in [from, to), which segments
+// cover.
+func (m *CommitMap) holeOffsetsLocked(from, to uint64) uint64 {
+	segs := m.mu.segments
 	var n uint64
-	for _, s := range m.mu.segments {
-		if s.First >= m.mu.committed {
-			break
-		}
-		if s.Hole {
-			n += min(s.End, m.mu.committed) - s.First
+	for i := sort.Search(len(segs), func(i int) bool { return segs[i].End > from }); i < len(segs) && segs[i].First < to; i++ {
+		if segs[i].Hole {
+			n += min(segs[i].End, to) - max(segs[i].First, from)
 		}
 	}
 	return n

@@ -3,6 +3,7 @@ package reader
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -102,5 +103,45 @@ func TestAdvanceChecksTheRangeAboveC(t *testing.T) {
 	must(t, m.Advance(1, 1030))
 	if _, c := m.Committed(); c != 1030 {
 		t.Fatalf("C = %d, want 1030", c)
+	}
+}
+
+// TestHoleOffsetsFollowC: the hole count kept as C moves equals a count
+// over the map, with watermarks that fall inside holes and entries and
+// segments above C that a newer epoch drops.
+func TestHoleOffsetsFollowC(t *testing.T) {
+	m := NewCommitMap()
+	rng := rand.New(rand.NewPCG(7, 7))
+	var next uint64
+	epoch := int64(1)
+	countBelowC := func() uint64 {
+		_, c := m.Committed()
+		var n uint64
+		for x := uint64(0); x < c; x++ {
+			if s, ok := m.Lookup(x); ok && s.Hole {
+				n++
+			}
+		}
+		return n
+	}
+	for step := 0; step < 300; step++ {
+		size := 1 + rng.Uint64N(5)
+		must(t, m.Resolve(epoch, Segment{First: next, End: next + size, Hole: rng.IntN(3) == 0, Ledger: 1, Entry: int64(step)}))
+		next += size
+		switch rng.IntN(4) {
+		case 0: // C somewhere in the resolved prefix, maybe inside a segment
+			_, c := m.Committed()
+			must(t, m.Advance(epoch, c+rng.Uint64N(next-c+1)))
+		case 1: // a newer leader: what lies above C is sent again
+			epoch++
+			_, c := m.Committed()
+			next = c
+			if s, ok := m.Lookup(c - 1); ok && c > 0 && s.End > c {
+				next = s.End // the segment C cuts is kept
+			}
+		}
+		if got, want := m.HoleOffsets(), countBelowC(); got != want {
+			t.Fatalf("step %d: HoleOffsets %d, counted %d", step, got, want)
+		}
 	}
 }
