@@ -13,7 +13,9 @@ import (
 )
 
 // jsonMessage is one message as POSTed. The value is either `payload` (any
-// JSON value, stored as its exact JSON text) or `payload_base64` (raw bytes).
+// JSON value, stored as its compact JSON text: whitespace between tokens is
+// not kept, so that a read gives back the stored bytes as JSON) or
+// `payload_base64` (raw bytes).
 type jsonMessage struct {
 	Topic         string          `json:"topic"`
 	Key           string          `json:"key"`
@@ -24,9 +26,28 @@ type jsonMessage struct {
 	MessageID     string          `json:"message_id"`
 }
 
+// jsonHeader is a header as POSTed and as read: its value as text, or as
+// `value_base64` for bytes that are not UTF-8.
 type jsonHeader struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
+	Key         string  `json:"key"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 *string `json:"value_base64,omitempty"`
+}
+
+func (h jsonHeader) toProto() (*orderlogpb.Header, error) {
+	switch {
+	case h.Value != nil && h.ValueBase64 != nil:
+		return nil, apierr.New(apierr.InvalidArgument, "header %q: give value or value_base64, not both", h.Key)
+	case h.ValueBase64 != nil:
+		value, err := base64.StdEncoding.DecodeString(*h.ValueBase64)
+		if err != nil {
+			return nil, apierr.New(apierr.InvalidArgument, "header %q: value_base64 is not base64: %v", h.Key, err)
+		}
+		return &orderlogpb.Header{Key: h.Key, Value: value}, nil
+	case h.Value != nil:
+		return &orderlogpb.Header{Key: h.Key, Value: []byte(*h.Value)}, nil
+	}
+	return &orderlogpb.Header{Key: h.Key}, nil
 }
 
 // ProduceCall is a decoded POST /v1/messages.
@@ -93,7 +114,11 @@ func (m *jsonMessage) toProto(limits Limits) (*orderlogpb.Message, error) {
 		msg.MessageId = []byte(m.MessageID)
 	}
 	for _, h := range m.Headers {
-		msg.Headers = append(msg.Headers, &orderlogpb.Header{Key: h.Key, Value: []byte(h.Value)})
+		header, err := h.toProto()
+		if err != nil {
+			return nil, err
+		}
+		msg.Headers = append(msg.Headers, header)
 	}
 	return msg, nil
 }
@@ -110,7 +135,11 @@ func (m *jsonMessage) value() ([]byte, error) {
 		}
 		return value, nil
 	case hasJSON:
-		return []byte(m.Payload), nil
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, m.Payload); err != nil { // cannot fail: the decoder checked it
+			return nil, apierr.New(apierr.MalformedRequest, "payload: %v", err)
+		}
+		return compact.Bytes(), nil
 	}
 	return nil, apierr.New(apierr.InvalidArgument, "payload or payload_base64 is required")
 }

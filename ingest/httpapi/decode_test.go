@@ -38,6 +38,20 @@ func TestDecodeProduceSingleAndBatch(t *testing.T) {
 	}
 }
 
+// TestDecodeProduceCompactsJSONAndDecodesBinaryHeaders: a JSON payload is
+// stored compact (what a read gives back as JSON), and a header value can
+// come as base64.
+func TestDecodeProduceCompactsJSONAndDecodesBinaryHeaders(t *testing.T) {
+	call, err := DecodeProduce(http.Header{}, []byte(`{"topic":"t","payload":{ "a" : [1, 2] },"headers":[{"key":"b","value_base64":"//4="},{"key":"e"}]}`), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := call.Request.Messages[0]
+	if string(msg.Value) != `{"a":[1,2]}` || string(msg.Headers[0].Value) != "\xff\xfe" || len(msg.Headers[1].Value) != 0 {
+		t.Fatalf("decoded %+v", msg)
+	}
+}
+
 func TestDecodeProduceRefusesBadInputWithStableCodes(t *testing.T) {
 	small := DefaultLimits
 	small.MaxMessageBytes = 4
@@ -47,26 +61,28 @@ func TestDecodeProduceRefusesBadInputWithStableCodes(t *testing.T) {
 		body   string
 		want   apierr.Code
 	}{
-		"not_json":          {nil, `{"topic":`, apierr.MalformedRequest},
-		"unknown_field":     {nil, `{"topic":"t","payload":1,"colour":"red"}`, apierr.MalformedRequest},
-		"trailing":          {nil, `{"topic":"t","payload":1} {}`, apierr.MalformedRequest},
-		"stray_brace":       {nil, `{"topic":"t","payload":1}}`, apierr.MalformedRequest},
-		"stray_bracket":     {nil, `[{"topic":"t","payload":1}]]`, apierr.MalformedRequest},
-		"not_json_space":    {nil, "\v{\"topic\":\"t\",\"payload\":1}", apierr.MalformedRequest},
-		"no_payload":        {nil, `{"topic":"t"}`, apierr.InvalidArgument},
-		"both_payloads":     {nil, `{"topic":"t","payload":1,"payload_base64":"AA=="}`, apierr.InvalidArgument},
-		"bad_base64":        {nil, `{"topic":"t","payload_base64":"!!"}`, apierr.InvalidArgument},
-		"no_topic":          {nil, `{"payload":1}`, apierr.InvalidArgument},
-		"bad_topic":         {nil, `{"topic":"../etc","payload":1}`, apierr.InvalidArgument},
-		"too_large":         {nil, `{"topic":"t","payload":"123456"}`, apierr.MessageTooLarge},
-		"empty_batch":       {nil, `[]`, apierr.InvalidArgument},
-		"batch_too_large":   {nil, `[{"topic":"t","payload":1},{"topic":"t","payload":1},{"topic":"t","payload":1}]`, apierr.BatchTooLarge},
-		"bad_producer_id":   {http.Header{"Producer-Id": {"x"}, "Producer-Epoch": {"1"}, "Producer-Seq": {"0"}}, `{"topic":"t","payload":1}`, apierr.InvalidArgument},
-		"partial_producer":  {http.Header{"Producer-Id": {"1"}}, `{"topic":"t","payload":1}`, apierr.InvalidArgument},
-		"zero_producer":     {http.Header{"Producer-Id": {"0"}, "Producer-Epoch": {"1"}, "Producer-Seq": {"0"}}, `{"topic":"t","payload":1}`, apierr.InvalidArgument},
-		"key_and_producer":  {http.Header{"Idempotency-Key": {"a"}, "Producer-Id": {"1"}, "Producer-Epoch": {"1"}, "Producer-Seq": {"0"}}, `{"topic":"t","payload":1}`, apierr.InvalidArgument},
-		"key_with_batch":    {http.Header{"Idempotency-Key": {"a"}}, `[{"topic":"t","payload":1},{"topic":"t","payload":2}]`, apierr.InvalidArgument},
-		"negative_seq_text": {http.Header{"Producer-Id": {"1"}, "Producer-Epoch": {"1"}, "Producer-Seq": {"-1"}}, `{"topic":"t","payload":1}`, apierr.InvalidArgument},
+		"not_json":           {nil, `{"topic":`, apierr.MalformedRequest},
+		"unknown_field":      {nil, `{"topic":"t","payload":1,"colour":"red"}`, apierr.MalformedRequest},
+		"trailing":           {nil, `{"topic":"t","payload":1} {}`, apierr.MalformedRequest},
+		"stray_brace":        {nil, `{"topic":"t","payload":1}}`, apierr.MalformedRequest},
+		"stray_bracket":      {nil, `[{"topic":"t","payload":1}]]`, apierr.MalformedRequest},
+		"not_json_space":     {nil, "\v{\"topic\":\"t\",\"payload\":1}", apierr.MalformedRequest},
+		"no_payload":         {nil, `{"topic":"t"}`, apierr.InvalidArgument},
+		"both_payloads":      {nil, `{"topic":"t","payload":1,"payload_base64":"AA=="}`, apierr.InvalidArgument},
+		"bad_base64":         {nil, `{"topic":"t","payload_base64":"!!"}`, apierr.InvalidArgument},
+		"both_header_values": {nil, `{"topic":"t","payload":1,"headers":[{"key":"h","value":"a","value_base64":"YQ=="}]}`, apierr.InvalidArgument},
+		"bad_header_base64":  {nil, `{"topic":"t","payload":1,"headers":[{"key":"h","value_base64":"!"}]}`, apierr.InvalidArgument},
+		"no_topic":           {nil, `{"payload":1}`, apierr.InvalidArgument},
+		"bad_topic":          {nil, `{"topic":"../etc","payload":1}`, apierr.InvalidArgument},
+		"too_large":          {nil, `{"topic":"t","payload":"123456"}`, apierr.MessageTooLarge},
+		"empty_batch":        {nil, `[]`, apierr.InvalidArgument},
+		"batch_too_large":    {nil, `[{"topic":"t","payload":1},{"topic":"t","payload":1},{"topic":"t","payload":1}]`, apierr.BatchTooLarge},
+		"bad_producer_id":    {http.Header{"Producer-Id": {"x"}, "Producer-Epoch": {"1"}, "Producer-Seq": {"0"}}, `{"topic":"t","payload":1}`, apierr.InvalidArgument},
+		"partial_producer":   {http.Header{"Producer-Id": {"1"}}, `{"topic":"t","payload":1}`, apierr.InvalidArgument},
+		"zero_producer":      {http.Header{"Producer-Id": {"0"}, "Producer-Epoch": {"1"}, "Producer-Seq": {"0"}}, `{"topic":"t","payload":1}`, apierr.InvalidArgument},
+		"key_and_producer":   {http.Header{"Idempotency-Key": {"a"}, "Producer-Id": {"1"}, "Producer-Epoch": {"1"}, "Producer-Seq": {"0"}}, `{"topic":"t","payload":1}`, apierr.InvalidArgument},
+		"key_with_batch":     {http.Header{"Idempotency-Key": {"a"}}, `[{"topic":"t","payload":1},{"topic":"t","payload":2}]`, apierr.InvalidArgument},
+		"negative_seq_text":  {http.Header{"Producer-Id": {"1"}, "Producer-Epoch": {"1"}, "Producer-Seq": {"-1"}}, `{"topic":"t","payload":1}`, apierr.InvalidArgument},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"time"
@@ -42,6 +43,7 @@ type jsonStoredMessage struct {
 	IngestTime    string          `json:"ingest_time"`
 	ClientTimeUS  int64           `json:"client_time_us,omitempty"`
 	MessageID     string          `json:"message_id,omitempty"`
+	MessageID64   string          `json:"message_id_base64,omitempty"`
 }
 
 type jsonSkipped struct {
@@ -68,8 +70,10 @@ func encodeRead(resp *orderlogpb.ReadResponse) jsonReadResponse {
 	return out
 }
 
-// encodeStored renders a value that is valid JSON as `payload` (so JSON in
-// comes back as JSON out) and anything else as `payload_base64`.
+// encodeStored renders a value that is compact JSON as `payload` (so JSON
+// in comes back as JSON out) and anything else as `payload_base64`; keys,
+// header values and message ids that are not UTF-8 go as base64 too. A
+// reader gets the stored bytes exactly either way.
 func encodeStored(stored *orderlogpb.StoredMessage) jsonStoredMessage {
 	msg := stored.GetMessage()
 	out := jsonStoredMessage{
@@ -78,7 +82,11 @@ func encodeStored(stored *orderlogpb.StoredMessage) jsonStoredMessage {
 		ProducerID:   stored.ProducerId,
 		IngestTime:   time.UnixMicro(stored.IngestTimeUs).UTC().Format(time.RFC3339Nano),
 		ClientTimeUS: msg.GetClientTimeUs(),
-		MessageID:    string(msg.GetMessageId()),
+	}
+	if id := msg.GetMessageId(); utf8.Valid(id) {
+		out.MessageID = string(id)
+	} else {
+		out.MessageID64 = base64.StdEncoding.EncodeToString(id)
 	}
 	if stored.ProducerId != 0 {
 		seq := stored.ProducerSeq
@@ -89,14 +97,33 @@ func encodeStored(stored *orderlogpb.StoredMessage) jsonStoredMessage {
 	} else {
 		out.KeyBase64 = base64.StdEncoding.EncodeToString(key)
 	}
-	if value := msg.GetValue(); len(value) > 0 && json.Valid(value) {
+	if value := msg.GetValue(); isCompactJSON(value) {
 		out.Payload = json.RawMessage(value)
 	} else {
 		encoded := base64.StdEncoding.EncodeToString(value)
 		out.PayloadBase64 = &encoded
 	}
 	for _, h := range msg.GetHeaders() {
-		out.Headers = append(out.Headers, jsonHeader{Key: h.Key, Value: string(h.Value)})
+		header := jsonHeader{Key: h.Key}
+		if utf8.Valid(h.Value) {
+			text := string(h.Value)
+			header.Value = &text
+		} else {
+			encoded := base64.StdEncoding.EncodeToString(h.Value)
+			header.ValueBase64 = &encoded
+		}
+		out.Headers = append(out.Headers, header)
 	}
 	return out
+}
+
+// isCompactJSON reports whether value goes out as the `payload` JSON text
+// byte for byte: valid UTF-8 and valid JSON already in compact form (the
+// encoder compacts what it embeds).
+func isCompactJSON(value []byte) bool {
+	if len(value) == 0 || !utf8.Valid(value) || !json.Valid(value) {
+		return false
+	}
+	var compact bytes.Buffer
+	return json.Compact(&compact, value) == nil && bytes.Equal(compact.Bytes(), value)
 }

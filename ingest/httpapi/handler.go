@@ -170,5 +170,7 @@ func writeJSON(w http.ResponseWriter, v any) { writeJSONStatus(w, http.StatusOK,
 func writeJSONStatus(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // payloads go out as stored: `<` stays `<`
+	_ = enc.Encode(v)
 }

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -127,4 +129,75 @@ func TestTopicsAndHealth(t *testing.T) {
 	if rec := serve(t, &recordingService{}, "GET", "/healthz", "", nil); rec.Code != 200 {
 		t.Fatalf("healthz: %d", rec.Code)
 	}
+}
+
+// storedService answers reads with the messages it holds.
+type storedService struct {
+	recordingService
+	messages []*orderlogpb.Message
+}
+
+func (s *storedService) Query(context.Context, *orderlogpb.QueryRequest) (*orderlogpb.ReadResponse, error) {
+	resp := &orderlogpb.ReadResponse{NextOffset: uint64(len(s.messages)), Committed: uint64(len(s.messages))}
+	for i, m := range s.messages {
+		resp.Messages = append(resp.Messages, &orderlogpb.StoredMessage{Offset: uint64(i), Message: m})
+	}
+	return resp, nil
+}
+
+// TestReadGivesBackTheStoredBytes: whatever a message holds, an HTTP reader
+// rebuilds its value, header values and message id byte for byte (JSON that
+// is not compact, HTML characters, bytes that are not UTF-8).
+func TestReadGivesBackTheStoredBytes(t *testing.T) {
+	notUTF8 := []byte{0xff, 0xfe, 'a'}
+	svc := &storedService{messages: []*orderlogpb.Message{
+		{Topic: "t", Value: []byte(`{"a":"<x>&"}`)},
+		{Topic: "t", Value: []byte(`{ "a" : 1 }`)},
+		{Topic: "t", Value: []byte("1\n")},
+		{Topic: "t", Value: []byte(`"caf` + "\xe9" + `"`)},
+		{Topic: "t", Value: []byte("v"), MessageId: notUTF8, Headers: []*orderlogpb.Header{{Key: "bin", Value: notUTF8}, {Key: "text", Value: []byte("<ok>")}}},
+	}}
+	rec := serve(t, svc, "GET", "/v1/messages?offset=0", "", nil)
+	if !strings.Contains(rec.Body.String(), `"payload":{"a":"<x>&"}`) {
+		t.Fatalf("compact JSON not sent as stored: %s", rec.Body)
+	}
+	var resp jsonReadResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || len(resp.Messages) != len(svc.messages) {
+		t.Fatalf("%d %s: %v", rec.Code, rec.Body, err)
+	}
+	for i, got := range resp.Messages {
+		want := svc.messages[i]
+		value := []byte(got.Payload)
+		if got.PayloadBase64 != nil {
+			value = mustBase64(t, *got.PayloadBase64)
+		}
+		if !bytes.Equal(value, want.Value) {
+			t.Errorf("message %d: value %q, stored %q", i, value, want.Value)
+		}
+		id := []byte(got.MessageID)
+		if got.MessageID64 != "" {
+			id = mustBase64(t, got.MessageID64)
+		}
+		if !bytes.Equal(id, want.MessageId) {
+			t.Errorf("message %d: message id %q, stored %q", i, id, want.MessageId)
+		}
+		if len(got.Headers) != len(want.Headers) {
+			t.Fatalf("message %d: %d headers, stored %d", i, len(got.Headers), len(want.Headers))
+		}
+		for k, h := range got.Headers {
+			header, err := h.toProto()
+			if err != nil || header.Key != want.Headers[k].Key || !bytes.Equal(header.Value, want.Headers[k].Value) {
+				t.Errorf("message %d header %d: %+v (%v), stored %+v", i, k, header, err, want.Headers[k])
+			}
+		}
+	}
+}
+
+func mustBase64(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
