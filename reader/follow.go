@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -17,6 +18,15 @@ import (
 )
 
 var errNoLeader = errors.New("reader: no sequencer leader")
+
+// FollowSilence is how long a commit-map stream may carry no frame before
+// the reader drops it and looks for the leader again. The leader sends a
+// frame at least every sequencer.CommitMapHeartbeat; a frozen or cut-off
+// leader sends none, and without this its readers' C stood still for as
+// long as the TCP connection lived (hours, with the OS's keepalive).
+var FollowSilence = 5 * sequencer.CommitMapHeartbeat
+
+var errSilentLeader = errors.New("reader: the sequencer leader's commit-map stream went silent")
 
 // Follow keeps commits up to date from the sequencer leader's commit-map
 // stream until ctx ends: it finds the leader in etcd, subscribes from the
@@ -55,15 +65,24 @@ func followOnce(ctx context.Context, cli *clientv3.Client, commits *CommitMap) e
 	}
 	defer conn.Close()
 	_, from := commits.Committed()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var silent atomic.Bool
+	watchdog := time.AfterFunc(FollowSilence, func() { silent.Store(true); stop() })
+	defer watchdog.Stop()
 	stream, err := pb.NewSequencerClient(conn).CommitMap(ctx, &pb.CommitMapRequest{FromOffset: from})
 	if err != nil {
 		return err
 	}
 	for {
 		frame, err := stream.Recv()
+		if silent.Load() {
+			return errSilentLeader
+		}
 		if err != nil {
 			return err
 		}
+		watchdog.Reset(FollowSilence)
 		if err := applyFrame(commits, frame); err != nil {
 			return err
 		}

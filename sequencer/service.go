@@ -175,6 +175,11 @@ func (svc *Service) Grant(stream grpc.BidiStreamingServer[pb.IngestFrame, pb.Seq
 	}
 }
 
+// CommitMapHeartbeat is how often a commit-map stream carries an empty
+// frame, whatever else it sends: readers take a stream silent for several
+// heartbeats for a dead leader (reader.FollowSilence).
+const CommitMapHeartbeat = time.Second
+
 // CommitMap streams confirmed commit records from req.FromOffset, then live.
 func (svc *Service) CommitMap(req *pb.CommitMapRequest, stream grpc.ServerStreamingServer[pb.CommitMapFrame]) error {
 	l := svc.node.leader()
@@ -189,6 +194,8 @@ func (svc *Service) CommitMap(req *pb.CommitMapRequest, stream grpc.ServerStream
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	defer l.cm.unsubscribe(sub)
+	heartbeat := time.NewTicker(CommitMapHeartbeat)
+	defer heartbeat.Stop()
 	const chunk = 1024
 	for len(snap) > 0 {
 		n := min(chunk, len(snap))
@@ -204,6 +211,13 @@ func (svc *Service) CommitMap(req *pb.CommitMapRequest, stream grpc.ServerStream
 				return status.Error(codes.Unavailable, "sequencer: commit map subscription ended (slow reader or leader change)")
 			}
 			if err := stream.Send(commitFrame(l.epoch, recs)); err != nil {
+				return err
+			}
+		case <-heartbeat.C:
+			// An empty frame: it changes nothing and tells the reader
+			// this leader still serves (a frozen or cut-off one sends
+			// nothing, and its TCP connection may stay up for hours).
+			if err := stream.Send(&pb.CommitMapFrame{Epoch: l.epoch}); err != nil {
 				return err
 			}
 		case <-stream.Context().Done():

@@ -1,0 +1,48 @@
+package sequencer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "orderlog/proto/sequencerpb"
+)
+
+// TestIdleCommitMapStreamCarriesHeartbeats: with nothing to send, the
+// leader's commit-map stream still carries a frame every heartbeat, so a
+// reader can tell an idle leader from a frozen one.
+func TestIdleCommitMapStreamCarriesHeartbeats(t *testing.T) {
+	c := newTestCluster(t)
+	leader := c.waitServing(c.startNode())
+	conn, err := grpc.NewClient(leader.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := pb.NewSequencerClient(conn).CommitMap(ctx, &pb.CommitMapRequest{FromOffset: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil { // the snapshot: its watermark
+		t.Fatal(err)
+	}
+	for beats := 0; beats < 2; {
+		start := time.Now()
+		f, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.Records) > 0 {
+			continue
+		}
+		if waited := time.Since(start); waited > 5*CommitMapHeartbeat {
+			t.Fatalf("heartbeat after %s, want about %s", waited, CommitMapHeartbeat)
+		}
+		beats++
+	}
+}
