@@ -94,12 +94,24 @@ func (n *Node) validate(req *orderlogpb.ProduceRequest) error {
 // gRPC's message limit.
 const MaxMetadataBytes = 64 << 10
 
+// metadataBytes is what a message's key, headers and message id take in a
+// batch, a few bytes of framing per header included (so that many empty
+// headers count too).
 func metadataBytes(m *orderlogpb.Message) int {
+	const headerFraming = 4
 	size := len(m.Key) + len(m.MessageId)
 	for _, h := range m.Headers {
-		size += len(h.Key) + len(h.Value)
+		size += len(h.Key) + len(h.Value) + headerFraming
 	}
 	return size
+}
+
+// recordBytes is what a message adds to a batch, near enough (docs/format/
+// batch.md): the batch byte limit counts it all, or batches of small
+// values with big keys grew past what a ledger entry may hold.
+func recordBytes(m *orderlogpb.Message) int {
+	const recordFraming = 32
+	return len(m.Value) + len(m.Topic) + metadataBytes(m) + recordFraming
 }
 
 func (n *Node) produce(f *frame) {
@@ -114,7 +126,7 @@ func (n *Node) produce(f *frame) {
 		refs := make([]messageRef, len(req.Messages))
 		for i, m := range req.Messages {
 			refs[i] = messageRef{frame: f, index: i, record: batch.FromProto(m)}
-			n.pipe.Add(pipeline.Message{Size: len(m.Value), Payload: &refs[i]})
+			n.pipe.Add(pipeline.Message{Size: recordBytes(m), Payload: &refs[i]})
 			f.unlogged++
 		}
 		return
@@ -145,7 +157,7 @@ func (n *Node) produceOwned(f *frame) {
 		seq := req.FirstSeq + uint64(i)
 		if seq >= decision.AcceptFrom {
 			refs[i] = messageRef{frame: f, index: i, record: batch.FromProto(m)}
-			n.pipe.Add(pipeline.Message{ProducerID: req.ProducerId, Epoch: req.Epoch, Seq: seq, Size: len(m.Value),
+			n.pipe.Add(pipeline.Message{ProducerID: req.ProducerId, Epoch: req.Epoch, Seq: seq, Size: recordBytes(m),
 				Payload: &refs[i]})
 			f.unlogged++
 			continue
