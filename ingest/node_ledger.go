@@ -99,6 +99,9 @@ func (n *Node) ledgerOpened(w *ledger.Writer, snapshot []producer.State) {
 			n.writeSnapshot(id, s)
 		}
 	}
+	// Entry 0 may have been confirmed before this ran (onConfirmed then
+	// had no writer and dropped it), and the writer reports a LAC once.
+	n.snapshotsDurable(w.ID(), w.LAC())
 }
 
 // appendBatches writes granted batches as entries of the open ledger, in

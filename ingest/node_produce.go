@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,7 +53,11 @@ func (n *Node) ProduceSync(ctx context.Context, req *orderlogpb.ProduceRequest) 
 	select {
 	case resp := <-done:
 		if resp.ErrorCode != "" {
-			return nil, &apierr.Error{Code: apierr.Code(resp.ErrorCode), Message: resp.ErrorMessage}
+			err := &apierr.Error{Code: apierr.Code(resp.ErrorCode), Message: resp.ErrorMessage}
+			if err.Code == apierr.OutOfOrderSequence { // 0 is an expected seq too
+				err = err.With("expected_seq", strconv.FormatUint(resp.ExpectedSeq, 10))
+			}
+			return nil, err
 		}
 		return resp.Acks, nil
 	case <-ctx.Done():

@@ -4,7 +4,7 @@ import "fmt"
 
 // LedgerOpened: the ledger asked for by NeedLedger is open for writing.
 func (p *Pipeline) LedgerOpened(ledger uint64) {
-	p.ledger, p.state = ledger, ledgerOpen
+	p.ledger, p.state, p.wantLedger = ledger, ledgerOpen, false
 }
 
 // LedgerOpenFailed: opening a ledger failed; NeedLedger is asked again.

@@ -165,8 +165,7 @@ func (p *Pipeline) Ledger() uint64 {
 func (p *Pipeline) Ready() Ready {
 	p.seal()
 	if p.state == noLedger && (len(p.waiting) > 0 || len(p.inFlight) > 0 || p.wantLedger) {
-		p.state = ledgerOpening
-		p.wantLedger = false
+		p.state = ledgerOpening // wantLedger stays set until the ledger is open
 		p.ready.NeedLedger = true
 	}
 	out := p.ready

@@ -356,3 +356,28 @@ func TestRefusedGrantLeavesNoOrphan(t *testing.T) {
 		t.Fatalf("after the close: %d orphans, %d waiting", len(p.orphans), p.Waiting())
 	}
 }
+
+// TestWantedLedgerIsAskedAgainAfterAFailedOpen: a ledger wanted with no
+// message waiting (a producer's snapshot must be recorded) is asked for
+// again when the open fails, until one opens. It was asked for once, and
+// an InitProducer waiting on it hung until some other message came.
+func TestWantedLedgerIsAskedAgainAfterAFailedOpen(t *testing.T) {
+	p := mustNew(t, Config{})
+	p.WantLedger()
+	for attempt := range 3 {
+		if r := p.Ready(); !r.NeedLedger {
+			t.Fatalf("attempt %d: ledger not asked for: %+v", attempt, r)
+		}
+		if r := p.Ready(); r.NeedLedger {
+			t.Fatalf("attempt %d: asked twice while opening", attempt)
+		}
+		p.LedgerOpenFailed()
+	}
+	p.Ready()
+	p.LedgerOpened(4)
+	p.LedgerFailing(4)
+	p.LedgerClosed(4, -1)
+	if r := p.Ready(); r.NeedLedger {
+		t.Fatalf("asked again after one opened and nothing waits: %+v", r)
+	}
+}

@@ -346,6 +346,11 @@ func TestHTTPAPI(t *testing.T) {
 	if code != 200 || !strings.Contains(raw, `"duplicate":true`) {
 		t.Fatalf("retried batch: %d %s", code, raw)
 	}
+	gap := map[string]string{"Producer-Id": id, "Producer-Epoch": epoch, "Producer-Seq": "5"}
+	code, _, raw = httpDo(t, "POST", base+"/v1/messages", `{"topic":"web","payload":1}`, gap)
+	if code != 409 || !strings.Contains(raw, `"OUT_OF_ORDER_SEQUENCE"`) || !strings.Contains(raw, `"expected_seq":"2"`) {
+		t.Fatalf("sequence gap: %d %s, want 409 with expected_seq 2", code, raw)
+	}
 	waitCommitted(t, dial(t, s), 2)
 	code, body, raw = httpDo(t, "GET", base+"/v1/messages?offset=0&limit=10&key=u1", "", nil)
 	messages, _ := body["messages"].([]any)
