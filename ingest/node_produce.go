@@ -74,6 +74,8 @@ func (n *Node) validate(req *orderlogpb.ProduceRequest) error {
 		return apierr.New(apierr.BatchTooLarge, "%d messages exceed the frame limit %d", len(req.Messages), n.cfg.MaxFrameMessages)
 	case req.ProducerId == 0 && (req.Epoch != 0 || req.FirstSeq != 0):
 		return apierr.New(apierr.InvalidArgument, "epoch and first_seq need a producer_id")
+	case req.ProducerId != 0 && req.Epoch == 0: // InitProducer's epochs start at 1
+		return apierr.New(apierr.InvalidArgument, "a producer_id needs the epoch InitProducer gave it")
 	case req.IdempotencyKey != "":
 		if err := validateIdempotencyKey(req); err != nil {
 			return err

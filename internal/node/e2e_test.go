@@ -228,6 +228,7 @@ func TestBadInputGetsStableCodesAndServerStaysHealthy(t *testing.T) {
 			Headers: []*orderlogpb.Header{{Key: "h", Value: make([]byte, ingest.MaxMetadataBytes)}}}}}, apierr.MessageTooLarge},
 		{&orderlogpb.ProduceRequest{RequestId: 4, ProducerId: 999, Epoch: 1, Messages: []*orderlogpb.Message{msg("t", "", "x")}}, apierr.UnknownProducer},
 		{&orderlogpb.ProduceRequest{RequestId: 5, Epoch: 1, Messages: []*orderlogpb.Message{msg("t", "", "x")}}, apierr.InvalidArgument},
+		{&orderlogpb.ProduceRequest{RequestId: 7, ProducerId: 999, Messages: []*orderlogpb.Message{msg("t", "", "x")}}, apierr.InvalidArgument},
 	}
 	for _, tc := range cases {
 		if err := raw.Send(tc.req); err != nil {
