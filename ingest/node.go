@@ -45,7 +45,11 @@ type Node struct {
 	buckets    [idempotencyBuckets]*keyBucket
 	bucketOf   map[uint64]*keyBucket // by the bucket's producer id
 	grantAsked map[uint64]time.Time  // batch id → when its grant was requested
-	metrics    *nodeMetrics
+	// refusedInARow counts grant refusals since the last grant: each one
+	// closes the ledger, and the next is opened only after a pause that
+	// grows with it (refusalPause).
+	refusedInARow int
+	metrics       *nodeMetrics
 	scratch    struct { // encodeBatch's reusable space
 		records []batch.Record
 		runs    []batch.ProducerRun

@@ -15,13 +15,33 @@ import (
 // retryPause is the pause before retrying a failed etcd or ledger operation.
 const retryPause = 200 * time.Millisecond
 
+// refusalPause is how long a new ledger waits after refused grants in a
+// row: none after none, then retryPause doubling up to 2 s. While no
+// sequencer grants (none is up, or one is taking over) every refusal closes
+// the ledger, and reopening at once created hundreds of ledgers a second,
+// each with its etcd records and producer snapshot.
+func refusalPause(refusedInARow int) time.Duration {
+	if refusedInARow == 0 {
+		return 0
+	}
+	return min(retryPause<<min(refusedInARow-1, 4), 2*time.Second)
+}
+
 // openLedger creates a ledger of the sequencer's current epoch in the
 // background and writes the producer-table snapshot as its entry 0 before
 // any batch (DESIGN.md §6).
 func (n *Node) openLedger() {
 	snapshot := n.withKeys(n.table.Snapshot())
 	epoch := n.grants.Epoch()
+	pause := refusalPause(n.refusedInARow)
 	n.async(func() {
+		if pause > 0 {
+			select {
+			case <-time.After(pause):
+			case <-n.stop:
+				return
+			}
+		}
 		w, err := n.createLedger(epoch, snapshot)
 		if err != nil {
 			n.metrics.ledgerErrors.Inc()
@@ -217,12 +237,14 @@ func (n *Node) onGrantReply(r GrantReply) {
 	if r.Err != nil {
 		n.pipe.GrantRefused(r.BatchID)
 		n.metrics.grantRefusals.Inc()
+		n.refusedInARow++
 		if n.writer != nil && n.writer.ID() == r.Ledger {
 			n.failLedger()
 		}
 		return
 	}
 	n.metrics.grants.Inc()
+	n.refusedInARow = 0
 	if err := n.pipe.Granted(r.BatchID, r.First); err != nil {
 		panic("ingest: " + err.Error())
 	}
