@@ -71,9 +71,16 @@ func TestRolesAsACluster(t *testing.T) {
 // ledger replicated W=3/A=2, on loopback ports.
 func startClusterNode(t *testing.T, etcd *etcdserver.Server, roles Roles, mode ingest.AckMode) *Server {
 	t.Helper()
+	return startNodeOn(t, etcd, roles, ingest.Config{W: 3, A: 2, Tolerate: 1, AckMode: mode}, Replication{W: 3, A: 2, Tolerate: 1})
+}
+
+// startNodeOn starts a node with the given roles and replication on a
+// shared etcd.
+func startNodeOn(t *testing.T, etcd *etcdserver.Server, roles Roles, in ingest.Config, commit Replication) *Server {
+	t.Helper()
 	s, err := Start(Config{Roles: roles, EtcdEndpoints: []string{etcd.Endpoint()}, DataDir: t.TempDir(),
 		NodeName: fmt.Sprintf("n%d", time.Now().UnixNano()), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: t.Logf,
-		Ingest: ingest.Config{W: 3, A: 2, Tolerate: 1, AckMode: mode}, Commit: Replication{W: 3, A: 2, Tolerate: 1}})
+		Ingest: in, Commit: commit})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -25,13 +24,7 @@ func TestRefusedGrantsBackOff(t *testing.T) {
 	}
 	defer etcd.Close()
 	start := func(roles Roles) *Server {
-		s, err := Start(Config{Roles: roles, EtcdEndpoints: []string{etcd.Endpoint()}, DataDir: t.TempDir(),
-			NodeName: fmt.Sprintf("n%d", time.Now().UnixNano()), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: t.Logf,
-			Ingest: ingest.Config{W: 1, A: 1}, Commit: Replication{W: 1, A: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return startNodeOn(t, etcd, roles, ingest.Config{W: 1, A: 1}, Replication{W: 1, A: 1})
 	}
 	in := start(Roles{Ingest: true, Reader: true})
 	defer in.Close()

@@ -41,12 +41,18 @@ func TestCrashDropsUnsyncedData(t *testing.T) {
 	}
 }
 
-func TestFailedSyncIsNotDurable(t *testing.T) {
+// unsyncedFile is /d/a, whose creation is durable and whose data is not.
+func unsyncedFile() (*CrashFS, File) {
 	fs := NewCrashFS(1)
 	fs.MkdirAll("/d")
 	f, _ := fs.Create("/d/a")
 	fs.SyncDir("/d")
 	f.Write([]byte("data"))
+	return fs, f
+}
+
+func TestFailedSyncIsNotDurable(t *testing.T) {
+	fs, f := unsyncedFile()
 	fs.SetInject(func(op Op, name string) error {
 		if op == OpSync {
 			return ErrInjected
@@ -66,11 +72,7 @@ func TestFailedSyncIsNotDurable(t *testing.T) {
 // TestHeldSyncIsNotDurable: a Sync held until after a crash makes nothing
 // durable and fails, while other operations went on meanwhile.
 func TestHeldSyncIsNotDurable(t *testing.T) {
-	fs := NewCrashFS(1)
-	fs.MkdirAll("/d")
-	f, _ := fs.Create("/d/a")
-	fs.SyncDir("/d")
-	f.Write([]byte("data"))
+	fs, f := unsyncedFile()
 	release := fs.HoldSyncs()
 	synced := make(chan error, 1)
 	go func() { synced <- f.Sync() }()
