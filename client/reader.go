@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"orderlog/internal/apierr"
 	"orderlog/proto/orderlogpb"
@@ -24,8 +25,50 @@ func (c *Client) Read(ctx context.Context, from uint64, limit uint32, fn func(*P
 }
 
 // Tail calls fn for each frame from offset from on, following the committed
-// watermark, until ctx ends or fn returns an error.
+// watermark, until ctx ends or fn returns an error. A tail broken by a
+// retryable error (the node restarting, a leader change) is taken up again
+// from the next offset after a pause, so fn still sees every message once,
+// in order.
 func (c *Client) Tail(ctx context.Context, from uint64, fn func(*Page) error) error {
+	next, pause := from, tailRetryFirst
+	for {
+		err := c.tailOnce(ctx, next, func(p *Page) error {
+			next, pause = p.NextOffset, tailRetryFirst
+			if err := fn(p); err != nil {
+				return callerError{err}
+			}
+			return nil
+		})
+		var fromCaller callerError
+		switch {
+		case errors.As(err, &fromCaller):
+			return fromCaller.err
+		case ctx.Err() != nil:
+			return err
+		case err == nil || apierr.As(err).Class() != apierr.ClassRetry:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, tailRetryMax)
+	}
+}
+
+// The pauses before a broken tail is taken up again.
+const (
+	tailRetryFirst = 50 * time.Millisecond
+	tailRetryMax   = 2 * time.Second
+)
+
+// callerError carries an error fn returned through the stream's drain.
+type callerError struct{ err error }
+
+func (e callerError) Error() string { return e.err.Error() }
+
+func (c *Client) tailOnce(ctx context.Context, from uint64, fn func(*Page) error) error {
 	stream, err := c.reader.Tail(ctx, &orderlogpb.TailRequest{FromOffset: from})
 	if err != nil {
 		return apierr.FromGRPC(err)
