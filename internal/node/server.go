@@ -12,7 +12,9 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,6 +115,24 @@ func (c *Config) Validate() error {
 		c.Logf = log.Printf
 	}
 	c.Ingest.NodeName = c.NodeName
+	// Everything is checked before anything touches the data directory
+	// or etcd: a bad flag must leave nothing behind.
+	if _, err := wal.ParsePolicy(c.FsyncPolicy); err != nil {
+		return err
+	}
+	if c.Roles.Sequencer {
+		if err := (ledger.Replication{W: c.Commit.W, A: c.Commit.A, Tolerate: c.Commit.Tolerate}).Validate(); err != nil {
+			return fmt.Errorf("commit ledger replication: %w", err)
+		}
+	}
+	if c.Roles.Ingest {
+		if err := c.Ingest.Validate(); err != nil {
+			return err
+		}
+		if err := (ledger.Replication{W: c.Ingest.W, A: c.Ingest.A, Tolerate: c.Ingest.Tolerate}).Validate(); err != nil {
+			return fmt.Errorf("ledger replication: %w", err)
+		}
+	}
 	return c.HTTPLimits.Validate()
 }
 
@@ -135,6 +155,7 @@ type Server struct {
 	ingest           *ingest.Node
 	reader           *reader.Reader
 	storeLease       clientv3.LeaseID
+	dataLock         *os.File // flock on <data>/LOCK while the process runs
 	cancel           context.CancelFunc
 	done             chan struct{}
 }
@@ -155,6 +176,9 @@ func Start(cfg Config) (*Server, error) {
 func (s *Server) start() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	if err := s.lockDataDir(); err != nil {
+		return err
+	}
 	if err := s.connectEtcd(); err != nil {
 		return err
 	}
@@ -391,6 +415,11 @@ func (s *Server) Close() {
 		s.grpcDialer.Close()
 	}
 	if s.store != nil {
+		if s.storeLease != 0 { // no ensemble should choose a store that is gone
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, _ = s.cli.Revoke(ctx, s.storeLease)
+			cancel()
+		}
 		s.store.Close()
 	}
 	if s.cli != nil {
@@ -399,4 +428,32 @@ func (s *Server) Close() {
 	if s.etcd != nil {
 		s.etcd.Close()
 	}
+	if s.dataLock != nil {
+		s.dataLock.Close() // the kernel drops the flock with the file
+	}
+}
+
+// lockDataDir takes an exclusive flock on <data>/LOCK: a second process on
+// the same directory would otherwise block, without a word, in the
+// embedded etcd's own lock.
+func (s *Server) lockDataDir() error {
+	if s.cfg.DataDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(s.cfg.DataDir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("node: data directory %s is in use by another orderlog process", s.cfg.DataDir)
+		}
+		return err
+	}
+	s.dataLock = f
+	return nil
 }
