@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"orderlog/ingest"
@@ -33,14 +30,21 @@ func runDev(args []string) error {
 		Ingest: ingest.Config{AckMode: ingest.AckMode(*ackMode), MaxMessageBytes: *maxMessage}, Pprof: *pprof,
 	}
 	cfg.HTTPLimits.MaxMessageBytes = *maxMessage
+	signals, stopped := stopSignals()
+	defer stopped()
 	server, err := node.Start(cfg)
 	if err != nil {
 		return err
 	}
 	defer server.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(signals, 30*time.Second)
 	err = server.WaitReady(ctx)
 	cancel()
+	if signals.Err() != nil { // stopped while starting: close cleanly all the same
+		stopped()
+		fmt.Println("orderlog dev: stopping")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -52,9 +56,8 @@ func runDev(args []string) error {
 	fmt.Printf("  curl -s http://%s/v1/status\n", server.HTTPAddr())
 	fmt.Println("Stop with Ctrl-C.")
 
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
-	<-stop
+	<-signals.Done()
+	stopped()
 	fmt.Println("orderlog dev: stopping")
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -96,15 +97,23 @@ func runReader(args []string) error {
 
 // serveRole starts a role process and serves until SIGINT or SIGTERM.
 func serveRole(role string, cfg node.Config) error {
+	signals, stopped := stopSignals()
+	defer stopped()
 	server, err := node.Start(cfg)
 	if err != nil {
 		return err
 	}
 	defer server.Close()
 	fmt.Printf("orderlog %s serving gRPC on %s\n", role, server.GRPCAddr())
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
-	<-stop
+	<-signals.Done()
+	stopped()
 	fmt.Printf("orderlog %s: stopping\n", role)
 	return nil
+}
+
+// stopSignals is a context that ends at the first SIGINT or SIGTERM, caught
+// from before the node starts. Once stopped is called a second signal kills
+// the process, should the clean stop hang.
+func stopSignals() (signals context.Context, stopped func()) {
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 }
