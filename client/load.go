@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -44,8 +45,26 @@ func (r LoadResult) Percentile(p float64) time.Duration {
 	return sorted[int(p*float64(len(sorted)-1))]
 }
 
-// RunLoad runs a load against c and waits for every acknowledgement.
+// Validate refuses a load that cannot run: at least one stream, message
+// and frame in flight, a size of zero or more, a count or a duration.
+func (cfg LoadConfig) Validate() error {
+	switch {
+	case cfg.Streams < 1 || cfg.Frame < 1 || cfg.InFlight < 1:
+		return fmt.Errorf("load: streams (%d), frame (%d) and inflight (%d) must be at least 1", cfg.Streams, cfg.Frame, cfg.InFlight)
+	case cfg.Size < 0 || cfg.Count < 0 || cfg.Rate < 0:
+		return fmt.Errorf("load: size (%d), count (%d) and rate (%g) must not be negative", cfg.Size, cfg.Count, cfg.Rate)
+	case cfg.Count == 0 && cfg.Duration <= 0:
+		return errors.New("load: give a count of messages or a duration")
+	}
+	return nil
+}
+
+// RunLoad runs a load against c and waits for every acknowledgement. A
+// count is rounded up to whole frames on every stream.
 func RunLoad(ctx context.Context, c *Client, cfg LoadConfig) (LoadResult, error) {
+	if err := cfg.Validate(); err != nil {
+		return LoadResult{}, err
+	}
 	payload := make([]byte, cfg.Size)
 	for i := range payload {
 		payload[i] = byte('a' + i%26)
