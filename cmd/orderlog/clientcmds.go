@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"time"
+	"unicode/utf8"
 
 	"orderlog/client"
 	"orderlog/proto/orderlogpb"
@@ -333,14 +335,61 @@ func runTail(args []string) error {
 	})
 }
 
+// printedMessage is one message as read and tail print it: every byte
+// field as text when it is UTF-8, else as base64 (`…_base64`), so the
+// output holds the stored bytes exactly.
 type printedMessage struct {
-	Offset      uint64  `json:"offset"`
-	Topic       string  `json:"topic"`
-	Key         string  `json:"key,omitempty"`
-	Value       string  `json:"value"`
-	ProducerID  uint64  `json:"producer_id,omitempty"`
-	ProducerSeq *uint64 `json:"producer_seq,omitempty"`
-	IngestTime  string  `json:"ingest_time"`
+	Offset          uint64          `json:"offset"`
+	Topic           string          `json:"topic"`
+	Key             string          `json:"key,omitempty"`
+	KeyBase64       string          `json:"key_base64,omitempty"`
+	Value           *string         `json:"value,omitempty"`
+	ValueBase64     string          `json:"value_base64,omitempty"`
+	Headers         []printedHeader `json:"headers,omitempty"`
+	MessageID       string          `json:"message_id,omitempty"`
+	MessageIDBase64 string          `json:"message_id_base64,omitempty"`
+	ProducerID      uint64          `json:"producer_id,omitempty"`
+	ProducerSeq     *uint64         `json:"producer_seq,omitempty"`
+	IngestTime      string          `json:"ingest_time"`
+	ClientTimeUS    int64           `json:"client_time_us,omitempty"`
+}
+
+type printedHeader struct {
+	Key         string  `json:"key"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 string  `json:"value_base64,omitempty"`
+}
+
+// textOrBase64 is b as text if it is UTF-8, else as base64.
+func textOrBase64(b []byte) (text *string, base64Text string) {
+	if utf8.Valid(b) {
+		s := string(b)
+		return &s, ""
+	}
+	return nil, base64.StdEncoding.EncodeToString(b)
+}
+
+func toPrinted(m *orderlogpb.StoredMessage) printedMessage {
+	msg := m.Message
+	p := printedMessage{Offset: m.Offset, Topic: msg.GetTopic(), ProducerID: m.ProducerId, ProducerSeq: producerSeq(m),
+		IngestTime: time.UnixMicro(m.IngestTimeUs).UTC().Format(time.RFC3339Nano), ClientTimeUS: msg.GetClientTimeUs()}
+	p.Value, p.ValueBase64 = textOrBase64(msg.GetValue())
+	if key, b64 := textOrBase64(msg.GetKey()); key != nil {
+		p.Key = *key
+	} else {
+		p.KeyBase64 = b64
+	}
+	if id, b64 := textOrBase64(msg.GetMessageId()); id != nil {
+		p.MessageID = *id
+	} else {
+		p.MessageIDBase64 = b64
+	}
+	for _, h := range msg.GetHeaders() {
+		ph := printedHeader{Key: h.Key}
+		ph.Value, ph.ValueBase64 = textOrBase64(h.Value)
+		p.Headers = append(p.Headers, ph)
+	}
+	return p
 }
 
 // printPage prints a page's messages and holes in offset order.
@@ -359,12 +408,7 @@ func printPage(out *json.Encoder, page *client.Page) error {
 		if err := printHolesBefore(m.Offset); err != nil {
 			return err
 		}
-		err := out.Encode(printedMessage{
-			Offset: m.Offset, Topic: m.Message.GetTopic(), Key: string(m.Message.GetKey()),
-			Value: string(m.Message.GetValue()), ProducerID: m.ProducerId, ProducerSeq: producerSeq(m),
-			IngestTime: time.UnixMicro(m.IngestTimeUs).UTC().Format(time.RFC3339Nano),
-		})
-		if err != nil {
+		if err := out.Encode(toPrinted(m)); err != nil {
 			return err
 		}
 	}
