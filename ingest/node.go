@@ -49,8 +49,9 @@ type Node struct {
 	// closes the ledger, and the next is opened only after a pause that
 	// grows with it (refusalPause).
 	refusedInARow int
+	ledgerErrors  repeatedError // written by openLedger's goroutines
 	metrics       *nodeMetrics
-	scratch    struct { // encodeBatch's reusable space
+	scratch       struct { // encodeBatch's reusable space
 		records []batch.Record
 		runs    []batch.ProducerRun
 	}

@@ -45,6 +45,9 @@ type Config struct {
 	Pipeline pipeline.Config
 	// DedupWindow is how many (seq → offset) pairs each producer remembers.
 	DedupWindow int
+	// Logf reports failures the node retries by itself (a ledger that
+	// cannot be created); nil is silent.
+	Logf func(string, ...any)
 }
 
 // Validate fills defaults and rejects nonsense.

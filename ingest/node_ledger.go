@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"orderlog/ingest/batch"
@@ -45,6 +46,7 @@ func (n *Node) openLedger() {
 		w, err := n.createLedger(epoch, snapshot)
 		if err != nil {
 			n.metrics.ledgerErrors.Inc()
+			n.ledgerErrors.report(n.cfg.Logf, err)
 			select {
 			case <-time.After(retryPause):
 			case <-n.stop:
@@ -59,6 +61,29 @@ func (n *Node) openLedger() {
 			cancel()
 		}
 	})
+}
+
+// repeatedError logs a retried failure when its text changes, and again
+// every repeatedErrorEvery while it lasts: a setting that cannot work (W
+// larger than the stores there are) must not look like a slow system.
+type repeatedError struct {
+	mu     sync.Mutex
+	last   string
+	logged time.Time
+}
+
+const repeatedErrorEvery = 30 * time.Second
+
+func (r *repeatedError) report(logf func(string, ...any), err error) {
+	if logf == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if text := err.Error(); text != r.last || time.Since(r.logged) >= repeatedErrorEvery {
+		r.last, r.logged = text, time.Now()
+		logf("ingest: cannot open a ledger (retrying): %v", err)
+	}
 }
 
 func (n *Node) createLedger(epoch int64, snapshot []producer.State) (*ledger.Writer, error) {

@@ -115,6 +115,9 @@ func (c *Config) Validate() error {
 		c.Logf = log.Printf
 	}
 	c.Ingest.NodeName = c.NodeName
+	if c.Ingest.Logf == nil {
+		c.Ingest.Logf = c.Logf
+	}
 	// Everything is checked before anything touches the data directory
 	// or etcd: a bad flag must leave nothing behind.
 	if _, err := wal.ParsePolicy(c.FsyncPolicy); err != nil {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"orderlog/ingest"
 	"orderlog/internal/etcdserver"
 	"orderlog/internal/keys"
+	"orderlog/proto/orderlogpb"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -85,5 +87,46 @@ func TestCloseUnregistersTheStore(t *testing.T) {
 	s.Close()
 	if n := stores(); n != 0 {
 		t.Fatalf("%d stores registered right after a clean stop, want 0", n)
+	}
+}
+
+// TestLedgerOpenFailuresAreLogged: ledgers that cannot be created (W = 3
+// with one store) are reported in the log, not only counted in a metric,
+// so a setting that cannot work does not pass for a slow system.
+func TestLedgerOpenFailuresAreLogged(t *testing.T) {
+	logged := make(chan string, 100)
+	logf := func(format string, args ...any) {
+		select {
+		case logged <- fmt.Sprintf(format, args...):
+		default:
+		}
+	}
+	s, err := Start(Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: logf,
+		Ingest: ingest.Config{W: 3, A: 2, Tolerate: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := dial(t, s).RawProducer().Produce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Send(&orderlogpb.ProduceRequest{RequestId: 1, Messages: []*orderlogpb.Message{msg("t", "", "x")}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case line := <-logged:
+			if strings.Contains(line, "cannot open a ledger") {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("no log line about the ledgers that cannot be created")
+		}
 	}
 }
