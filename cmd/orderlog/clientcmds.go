@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -29,15 +30,15 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long (0 = no limit)")
 }
 
-// withClient connects and runs fn with a context that ends on Ctrl-C or
-// after --timeout.
+// withClient connects and runs fn with a context that ends on Ctrl-C,
+// SIGTERM or after --timeout.
 func (c *clientFlags) withClient(fn func(ctx context.Context, cl *client.Client) error) error {
 	cl, err := client.Dial(c.addr)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if c.timeout > 0 {
 		var cancelTimeout context.CancelFunc
@@ -313,6 +314,13 @@ func runTail(args []string) error {
 		return err
 	}
 	return cf.withClient(func(ctx context.Context, cl *client.Client) error {
+		// A tail waits out a node that is down; say so rather than sit
+		// silent when the address is wrong.
+		probe, cancelProbe := context.WithTimeout(ctx, 2*time.Second)
+		if _, err := cl.Status(probe); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "orderlog tail: %s does not answer yet (%v); waiting for it\n", cf.addr, err)
+		}
+		cancelProbe()
 		start := uint64(*from)
 		if *from < 0 {
 			// A node that has not yet caught up with the commit map
