@@ -39,6 +39,32 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// newDevProcess is an `orderlog dev` process of the test binary, not yet
+// started, with its own data directory, addresses and log file.
+func newDevProcess(t *testing.T) *serverProcess {
+	t.Helper()
+	logFile, err := os.CreateTemp(t.TempDir(), "server-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &serverProcess{t: t, dataDir: t.TempDir(), grpcAddr: freeAddr(t), httpAddr: freeAddr(t), log: logFile}
+}
+
+// startDev starts a dev process and returns it with a client of it, once it
+// is ready; the client is closed at the end of the test.
+func startDev(t *testing.T) (*serverProcess, *client.Client) {
+	t.Helper()
+	srv := newDevProcess(t)
+	srv.start()
+	c, err := client.Dial(srv.grpcAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	srv.waitReady(c)
+	return srv, c
+}
+
 func (s *serverProcess) start() {
 	s.t.Helper()
 	cmd := exec.Command(os.Args[0], "dev", "--data", s.dataDir, "--grpc-addr", s.grpcAddr,
@@ -158,18 +184,7 @@ func TestCrashRestartHistory(t *testing.T) {
 	if v := os.Getenv("ORDERLOG_SOAK"); v != "" {
 		cycles, _ = strconv.Atoi(v)
 	}
-	logFile, err := os.CreateTemp(t.TempDir(), "server-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &serverProcess{t: t, dataDir: t.TempDir(), grpcAddr: freeAddr(t), httpAddr: freeAddr(t), log: logFile}
-	srv.start()
-	c, err := client.Dial(srv.grpcAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	srv.waitReady(c)
+	srv, c := startDev(t)
 
 	recorder := history.NewRecorder()
 	errs := make(chan error, 1000)
@@ -222,7 +237,7 @@ func TestCrashRestartHistory(t *testing.T) {
 	}
 	srv.stop()
 	if t.Failed() {
-		raw, _ := os.ReadFile(logFile.Name())
+		raw, _ := os.ReadFile(srv.log.Name())
 		t.Logf("server log:\n%s", raw)
 	}
 }

@@ -16,19 +16,8 @@ import (
 // frames small enough for gRPC, not as one frame of 100 lines, and every
 // line is logged once, in order.
 func TestProduceSplitsFramesByBytes(t *testing.T) {
-	logFile, err := os.CreateTemp(t.TempDir(), "server-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &serverProcess{t: t, dataDir: t.TempDir(), grpcAddr: freeAddr(t), httpAddr: freeAddr(t), log: logFile}
-	srv.start()
+	srv, c := startDev(t)
 	defer srv.stop()
-	c, err := client.Dial(srv.grpcAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	srv.waitReady(c)
 
 	const lines, size = 72, 950_000
 	var input bytes.Buffer
@@ -52,7 +41,7 @@ func TestProduceSplitsFramesByBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got [][]byte
-	err = c.Read(ctx, 0, 0, func(p *client.Page) error {
+	err := c.Read(ctx, 0, 0, func(p *client.Page) error {
 		for _, m := range p.Messages {
 			got = append(got, m.Message.Value)
 		}

@@ -14,19 +14,15 @@ import (
 // process died without closing) ends it with status 0 and "stopping", and
 // the data directory starts again.
 func TestSIGTERMWhileStartingStopsCleanly(t *testing.T) {
-	logFile, err := os.CreateTemp(t.TempDir(), "server-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &serverProcess{t: t, dataDir: t.TempDir(), grpcAddr: freeAddr(t), httpAddr: freeAddr(t), log: logFile}
+	srv := newDevProcess(t)
 	srv.start()
 	time.Sleep(300 * time.Millisecond) // etcd is still starting
 	srv.stop()
 	if code := srv.cmd.ProcessState.ExitCode(); code != 0 {
-		raw, _ := os.ReadFile(logFile.Name())
+		raw, _ := os.ReadFile(srv.log.Name())
 		t.Fatalf("exit status %d after a SIGTERM while starting; log:\n%s", code, raw)
 	}
-	if raw, _ := os.ReadFile(logFile.Name()); !strings.Contains(string(raw), "stopping") {
+	if raw, _ := os.ReadFile(srv.log.Name()); !strings.Contains(string(raw), "stopping") {
 		t.Fatalf("no clean stop in the log:\n%s", raw)
 	}
 	srv.start()

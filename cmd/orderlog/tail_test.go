@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -15,19 +14,8 @@ import (
 // SIGKILLed and started again goes on where it stopped: every message
 // produced before and after, once each, in offset order.
 func TestTailResumesAcrossAKill(t *testing.T) {
-	logFile, err := os.CreateTemp(t.TempDir(), "server-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &serverProcess{t: t, dataDir: t.TempDir(), grpcAddr: freeAddr(t), httpAddr: freeAddr(t), log: logFile}
-	srv.start()
+	srv, c := startDev(t)
 	defer srv.stop()
-	c, err := client.Dial(srv.grpcAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	srv.waitReady(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	produce := func(from, to int) {
