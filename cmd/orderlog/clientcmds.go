@@ -63,7 +63,7 @@ func runProduce(args []string) error {
 	cf.register(fs)
 	topic := fs.String("topic", "default", "topic of every message")
 	key := fs.String("key", "", "key of every message")
-	name := fs.String("producer", "", "producer name (default: cli-<host>-<pid>); reuse it to continue a session")
+	name := fs.String("producer", "", "producer name (default: cli-<host>-<pid>); a run under the same name fences the one before and numbers its lines after it (lines sent again are logged again)")
 	frame := fs.Int("frame", 100, "lines per request frame (a frame also ends at 4 MiB, and 50 ms after its first line)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -84,6 +84,13 @@ func runProduce(args []string) error {
 		}
 		progress := newProgress(os.Stderr)
 		acked := waitAcks(ctx)
+		// fail reports, before an error ends the command, which lines are
+		// known to be logged: acks come in input order, so lines 1..count.
+		fail := func(err error) error {
+			result, _ := acked.close()
+			reportPartial(os.Stderr, result)
+			return err
+		}
 		lines := readLines(inputs)
 		var batch []*orderlogpb.Message
 		batchBytes := 0
@@ -114,7 +121,7 @@ func runProduce(args []string) error {
 					break read
 				}
 				if l.err != nil {
-					return l.err
+					return fail(l.err)
 				}
 				if len(batch) == 0 {
 					idle.Reset(produceFrameWait) // a frame waits at most this long for more lines
@@ -123,22 +130,23 @@ func runProduce(args []string) error {
 				batchBytes += len(l.text)
 				if len(batch) >= *frame || batchBytes >= produceFrameBytes {
 					if err := flush(); err != nil {
-						return err
+						return fail(err)
 					}
 				}
 			case <-idle.C:
 				if err := flush(); err != nil {
-					return err
+					return fail(err)
 				}
 			case <-ctx.Done():
-				return ctx.Err()
+				return fail(ctx.Err())
 			}
 		}
 		if err := flush(); err != nil {
-			return err
+			return fail(err)
 		}
 		result, err := acked.close()
 		if err != nil {
+			reportPartial(os.Stderr, result)
 			return err
 		}
 		progress.done()
@@ -164,6 +172,20 @@ func runProduce(args []string) error {
 		}
 		return nil
 	})
+}
+
+// reportPartial says, for a produce that an error ended, which input lines
+// were acknowledged (durable) and that the later ones are not confirmed.
+func reportPartial(w io.Writer, result ackResult) {
+	switch {
+	case result.count == 0:
+		fmt.Fprintln(w, "orderlog produce: no line was acknowledged; lines from 1 on are not confirmed")
+	case result.offsets == 0:
+		fmt.Fprintf(w, "orderlog produce: lines 1..%d acknowledged (logged before); lines from %d on are not confirmed\n", result.count, result.count+1)
+	default:
+		fmt.Fprintf(w, "orderlog produce: lines 1..%d acknowledged, at offsets %d..%d; lines from %d on are not confirmed\n",
+			result.count, result.first, result.last, result.count+1)
+	}
 }
 
 // produceFrameBytes and produceFrameWait bound a produce frame besides its
