@@ -39,7 +39,7 @@ type CommitMap struct {
 		// history under the lock stalled reads as the history grew.
 		holes    uint64
 		segments []Segment
-		changed   chan struct{} // closed and replaced whenever committed grows
+		changed  chan struct{} // closed and replaced whenever committed grows
 	}
 }
 

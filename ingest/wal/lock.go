@@ -22,6 +22,17 @@ func lockDir(fsys walfs.FS, dir string) (*dirLock, error) {
 	if _, ok := fsys.(walfs.OS); !ok {
 		return &dirLock{}, nil
 	}
+	f, err := LockDirectory(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &dirLock{f: f}, nil
+}
+
+// LockDirectory takes an exclusive flock on <dir>/LOCK and returns its file
+// (closing it releases the lock), or fails with ErrLocked while another
+// holder has it.
+func LockDirectory(dir string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
@@ -33,7 +44,7 @@ func lockDir(fsys walfs.FS, dir string) (*dirLock, error) {
 		}
 		return nil, err
 	}
-	return &dirLock{f: f}, nil
+	return f, nil
 }
 
 func (l *dirLock) release() {

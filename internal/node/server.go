@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,7 +85,7 @@ type Config struct {
 }
 
 // Replication is W, A and the store failures tolerated.
-type Replication struct{ W, A, Tolerate int }
+type Replication = ledger.Replication
 
 // Validate fills defaults and rejects nonsense.
 func (c *Config) Validate() error {
@@ -124,7 +123,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if c.Roles.Sequencer {
-		if err := (ledger.Replication{W: c.Commit.W, A: c.Commit.A, Tolerate: c.Commit.Tolerate}).Validate(); err != nil {
+		if err := c.Commit.Validate(); err != nil {
 			return fmt.Errorf("commit ledger replication: %w", err)
 		}
 	}
@@ -132,7 +131,7 @@ func (c *Config) Validate() error {
 		if err := c.Ingest.Validate(); err != nil {
 			return err
 		}
-		if err := (ledger.Replication{W: c.Ingest.W, A: c.Ingest.A, Tolerate: c.Ingest.Tolerate}).Validate(); err != nil {
+		if err := (Replication{W: c.Ingest.W, A: c.Ingest.A, Tolerate: c.Ingest.Tolerate}).Validate(); err != nil {
 			return fmt.Errorf("ledger replication: %w", err)
 		}
 	}
@@ -446,17 +445,10 @@ func (s *Server) lockDataDir() error {
 	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(s.cfg.DataDir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("node: data directory %s is in use by another orderlog process", s.cfg.DataDir)
-		}
-		return err
+	f, err := wal.LockDirectory(s.cfg.DataDir)
+	if errors.Is(err, wal.ErrLocked) {
+		return fmt.Errorf("node: data directory %s is in use by another orderlog process", s.cfg.DataDir)
 	}
 	s.dataLock = f
-	return nil
+	return err
 }
