@@ -2,6 +2,16 @@
 // operating-system implementation and, for tests, a crashable in-memory one
 // that can lose unsynced data and inject write and sync errors.
 //
+// ErrorFS wraps any FS (the OS's, or a CrashFS) and disturbs operations by
+// rules: a rule names operation kinds (Op: open, create, read, write, sync,
+// truncate, remove, rename, list, …), optionally a path (Glob), a Trigger
+// (Always, Nth, Once, FromNth, or Probability from a seed, which repeats
+// its decisions for the same sequence of calls) and an Action (Fail with
+// an errno such as EIO or ENOSPC, Delay through a replaceable sleep
+// function, or CorruptRead). Every injected error is an *os.PathError
+// around an *InjectedError, so errors.Is(err, ErrInjected) tells it from a
+// real one. Rules can be added and removed while the FS is in use.
+//
 // The interface is deliberately small: the store only appends to files, reads
 // them at offsets, truncates a torn tail, syncs data and directories, and
 // renames whole files into place.
