@@ -4,8 +4,9 @@ import (
 	"os"
 	"sort"
 	"sync"
-	"syscall"
 	"time"
+
+	"orderlog/internal/fileutil"
 )
 
 // idealGroupCommit measures the ack latency of an ideal log on the same
@@ -69,7 +70,7 @@ func idealGroupCommit(dir string, frameBytes int, rate float64, duration time.Du
 		}
 		_, err := f.Write(buf)
 		check(err)
-		check(syscall.Fdatasync(int(f.Fd()))) // as the WAL store syncs
+		check(fileutil.Fdatasync(f)) // as the WAL store syncs
 		now := time.Now()
 		for _, at := range round {
 			latencies = append(latencies, now.Sub(at))

@@ -3,8 +3,9 @@ package main
 import (
 	"fmt"
 	"runtime"
-	"syscall"
 	"time"
+
+	"orderlog/internal/fileutil"
 )
 
 // A stall watch measures how late a thread that sleeps stallNap at a time
@@ -35,11 +36,11 @@ type stallWatch struct {
 func watchStalls() *stallWatch {
 	w := &stallWatch{stop: make(chan struct{}), done: make(chan stalls, 1)}
 	go func() {
-		// A thread of its own, sleeping in nanosleep: the Go scheduler's
-		// timers wake in whole milliseconds when the process is idle.
+		// A thread of its own, sleeping in nanosleep (on Linux): the Go
+		// scheduler's timers wake in whole milliseconds when the process
+		// is idle.
 		runtime.LockOSThread()
 		var seen stalls
-		nap := syscall.NsecToTimespec(int64(stallNap))
 		for {
 			select {
 			case <-w.stop:
@@ -48,7 +49,7 @@ func watchStalls() *stallWatch {
 			default:
 			}
 			start := time.Now()
-			_ = syscall.Nanosleep(&nap, nil)
+			fileutil.SleepPrecisely(stallNap)
 			if late := time.Since(start) - stallNap; late > stallThreshold {
 				seen.count++
 				seen.total += late

@@ -5,9 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"orderlog/ingest/wal/walfs"
+	"orderlog/internal/fileutil"
 )
 
 // batch is a group of records written together and covered by one
@@ -161,9 +160,7 @@ const syncDelayFullBytes = 512 << 10
 // 205 µs). The commit loop is one goroutine; blocking its thread for a
 // moment costs the runtime nothing (its P is handed on if needed).
 func sleepPrecisely(d time.Duration) {
-	ts := unix.NsecToTimespec(d.Nanoseconds())
-	for unix.Nanosleep(&ts, &ts) == unix.EINTR { // ts holds what is left
-	}
+	fileutil.SleepPrecisely(d)
 }
 
 // takePending makes the pending batch the in-flight one.

@@ -4,16 +4,16 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"orderlog/ingest/wal/walfs"
+	"orderlog/internal/fileutil"
 )
 
 const lockName = "LOCK"
 
-// dirLock is an exclusive flock on <dir>/LOCK, held while a Store is open
-// on the real filesystem. The kernel drops it when the process dies, so a
-// crashed store never blocks its successor.
+// dirLock is an exclusive lock (flock on Linux) on <dir>/LOCK, held while a
+// Store is open on the real filesystem. The kernel drops it when the process
+// dies, so a crashed store never blocks its successor.
 type dirLock struct{ f *os.File }
 
 // lockDir takes the lock, or fails with ErrLocked. Other filesystems (the
@@ -29,17 +29,17 @@ func lockDir(fsys walfs.FS, dir string) (*dirLock, error) {
 	return &dirLock{f: f}, nil
 }
 
-// LockDirectory takes an exclusive flock on <dir>/LOCK and returns its file
-// (closing it releases the lock), or fails with ErrLocked while another
-// holder has it.
+// LockDirectory takes an exclusive lock (fileutil.LockFile) on <dir>/LOCK
+// and returns its file (closing it releases the lock), or fails with
+// ErrLocked while another holder has it.
 func LockDirectory(dir string) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := fileutil.LockFile(f); err != nil {
 		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, fileutil.ErrLocked) {
 			return nil, ErrLocked
 		}
 		return nil, err

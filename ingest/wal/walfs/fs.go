@@ -21,9 +21,8 @@ import (
 	"io"
 	"os"
 	"sort"
-	"syscall"
 
-	"golang.org/x/sys/unix"
+	"orderlog/internal/fileutil"
 )
 
 // File is an open file. Writes append at the end of the file.
@@ -31,7 +30,8 @@ type File interface {
 	io.ReaderAt
 	io.Writer
 	io.Closer
-	// Sync makes the file's data durable (fdatasync on Linux).
+	// Sync makes the file's data durable (fdatasync on Linux; see
+	// fileutil.Fdatasync for other systems).
 	Sync() error
 	// Truncate cuts the file to size bytes.
 	Truncate(size int64) error
@@ -132,41 +132,11 @@ func (f osFile) Truncate(size int64) error               { return f.f.Truncate(s
 
 // Sync uses fdatasync: the store never depends on file metadata other than
 // the length, which fdatasync covers.
-func (f osFile) Sync() error {
-	conn, err := f.f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var syncErr error
-	if err := conn.Control(func(fd uintptr) { syncErr = syscall.Fdatasync(int(fd)) }); err != nil {
-		return err
-	}
-	return syncErr
-}
+func (f osFile) Sync() error { return fileutil.Fdatasync(f.f) }
 
-func (f osFile) DropCache() error {
-	conn, err := f.f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var adviseErr error
-	if err := conn.Control(func(fd uintptr) { adviseErr = unix.Fadvise(int(fd), 0, 0, unix.FADV_DONTNEED) }); err != nil {
-		return err
-	}
-	return adviseErr
-}
+func (f osFile) DropCache() error { return fileutil.DropCache(f.f) }
 
-func (f osFile) Preallocate(size int64) error {
-	conn, err := f.f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var allocErr error
-	if err := conn.Control(func(fd uintptr) { allocErr = unix.Fallocate(int(fd), unix.FALLOC_FL_KEEP_SIZE, 0, size) }); err != nil {
-		return err
-	}
-	return allocErr
-}
+func (f osFile) Preallocate(size int64) error { return fileutil.Preallocate(f.f, size) }
 
 func (f osFile) Size() (int64, error) {
 	st, err := f.f.Stat()
