@@ -3,7 +3,6 @@ package grpcopt
 import (
 	"fmt"
 
-	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
@@ -12,14 +11,21 @@ import (
 	"orderlog/proto/producewire"
 )
 
-// codec is gRPC's protobuf codec on sharedPool. gRPC's own codec takes its
-// marshal and reassembly buffers from the default pool, whatever pool the
-// connection was given; registering this one under the same name ("proto")
-// replaces it for the whole process.
+// codec is gRPC's protobuf codec on sharedPool, with hand-written encoders
+// for the produce stream. gRPC's own codec takes its marshal and reassembly
+// buffers from the default pool, whatever pool the connection was given.
+//
+// The codec is never registered with gRPC's process-wide registry: orderlog's
+// servers and connections select it through ServerOptions and DialOptions
+// (grpc.ForceServerCodecV2, grpc.ForceCodecV2), and every other gRPC user in
+// a process that imports orderlog's client keeps gRPC's own "proto" codec.
 type codec struct{}
 
-func init() { encoding.RegisterCodecV2(codec{}) }
-
+// Name is the content-subtype orderlog's clients send, "proto"
+// ("application/grpc+proto"): the bytes are standard protobuf, so they talk
+// to any protobuf server, and a server with the forced codec decodes a
+// standard client's requests (grpcurl's, or a client with gRPC's own codec)
+// whatever content-subtype they name.
 func (codec) Name() string { return "proto" }
 
 func (codec) Marshal(v any) (mem.BufferSlice, error) {

@@ -24,9 +24,12 @@ const (
 	connectionWindowBytes = 16 << 20
 )
 
-// ServerOptions are the options of every orderlog gRPC server.
+// ServerOptions are the options of every orderlog gRPC server. The server
+// decodes every request with orderlog's codec, whichever content-subtype
+// the client names: a client with gRPC's default codec is served as well.
 func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec{}),
 		grpc.MaxRecvMsgSize(MaxMessageBytes), grpc.MaxSendMsgSize(MaxMessageBytes),
 		experimental.BufferPool(sharedPool),
 		grpc.WriteBufferSize(transportBufferBytes), grpc.ReadBufferSize(transportBufferBytes),
@@ -35,11 +38,13 @@ func ServerOptions() []grpc.ServerOption {
 }
 
 // DialOptions are the options of every orderlog gRPC client connection
-// (plaintext: orderlog runs inside a trusted network).
+// (plaintext: orderlog runs inside a trusted network). Every call on the
+// connection uses orderlog's codec (a call may still force its own).
 func DialOptions() []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{}),
+			grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 		experimental.WithBufferPool(sharedPool),
 		grpc.WithWriteBufferSize(transportBufferBytes), grpc.WithReadBufferSize(transportBufferBytes),
 		grpc.WithInitialWindowSize(streamWindowBytes), grpc.WithInitialConnWindowSize(connectionWindowBytes),

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"testing"
 
-	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -69,11 +68,5 @@ func TestCodecRoundTripsLargeMessages(t *testing.T) {
 	}
 	if _, err := c.Marshal(42); err == nil {
 		t.Fatal("marshalled a non-message")
-	}
-}
-
-func TestCodecIsRegistered(t *testing.T) {
-	if _, ok := encoding.GetCodecV2("proto").(codec); !ok {
-		t.Fatal(`the "proto" codec is not grpcopt's`)
 	}
 }
