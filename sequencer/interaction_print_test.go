@@ -8,10 +8,11 @@ import (
 	"strings"
 )
 
-// How transcripts print a Machine's outputs and state. One line per output,
-// in the order the caller must act on them; every line starts with what it
-// is (grant, refuse, commit, close, recover, etcd, publish, end-session,
-// violation).
+// How transcripts print a Machine's outputs and state. One line per output;
+// every line starts with what it is (grant, refuse, commit, close, recover,
+// etcd, publish, end-session, violation). Grants and commit records keep
+// the order the caller must keep; closes, recovers and ended streams carry
+// no order (the machine collects them from maps) and are printed sorted.
 
 // ready takes the machine's outputs and prints them.
 func (e *machineEnv) ready(a *scriptArgs, out *strings.Builder) error {
@@ -30,6 +31,9 @@ func (e *machineEnv) ready(a *scriptArgs, out *strings.Builder) error {
 		printRecord(out, r)
 		e.printedSeq = max(e.printedSeq, r.Seq)
 	}
+	slices.SortFunc(rd.Closes, func(a, b CloseRequest) int { return cmp.Compare(a.Ledger, b.Ledger) })
+	slices.Sort(rd.Recovers)
+	slices.Sort(rd.EndSessions)
 	for _, c := range rd.Closes {
 		fmt.Fprintf(out, "close ledger=%d writer=%s session=%s\n", c.Ledger, c.Writer, e.name(c.Session))
 	}
@@ -131,7 +135,12 @@ func (e *machineEnv) status(a *scriptArgs, out *strings.Builder) error {
 	}
 	for _, id := range slices.Sorted(maps.Keys(m.ledgers)) {
 		l := m.ledgers[id]
-		fmt.Fprintf(out, "ledger %d writer=%s epoch=%d %s\n", id, cmp.Or(l.Writer, "?"), l.Epoch, ledgerStateName(l.state))
+		if l.Writer == "" && l.Epoch == 0 {
+			// A closed ledger from the takeover: only its spans are known.
+			fmt.Fprintf(out, "ledger %d %s (read at takeover)\n", id, ledgerStateName(l.state))
+			continue
+		}
+		fmt.Fprintf(out, "ledger %d writer=%s epoch=%d %s\n", id, l.Writer, l.Epoch, ledgerStateName(l.state))
 	}
 	for _, s := range m.segs.live() {
 		printSegment(out, s)
