@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"orderlog/ingest/pipeline"
+	"orderlog/internal/event"
 )
 
 // AckMode says when a producer is told its message is logged.
@@ -48,6 +49,9 @@ type Config struct {
 	// Logf reports failures the node retries by itself (a ledger that
 	// cannot be created); nil is silent.
 	Logf func(string, ...any)
+	// Events is told of takeovers, lease loss, and the node's ledgers
+	// opening and closing.
+	Events event.Listener
 }
 
 // Validate fills defaults and rejects nonsense.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"orderlog/internal/event"
 	"orderlog/internal/grpcopt"
 	pb "orderlog/proto/sequencerpb"
 	"orderlog/sequencer"
@@ -28,18 +30,38 @@ var FollowSilence = 5 * sequencer.CommitMapHeartbeat
 
 var errSilentLeader = errors.New("reader: the sequencer leader's commit-map stream went silent")
 
+// FollowConfig configures Follow.
+type FollowConfig struct {
+	// Logger logs failures of the commit-map stream, each new kind once
+	// (not the ones expected while a leader is elected); nil discards them.
+	Logger *slog.Logger
+	// Events is told when the reader loses the commit map (and at the
+	// start) and when it is in step again.
+	Events event.Listener
+}
+
 // Follow keeps commits up to date from the sequencer leader's commit-map
 // stream until ctx ends: it finds the leader in etcd, subscribes from the
 // map's C, applies every record, and reconnects (to whichever node leads)
-// after any failure. logf reports failures; nil is silent.
-func Follow(ctx context.Context, cli *clientv3.Client, commits *CommitMap, logf func(string, ...any)) {
+// after any failure.
+func Follow(ctx context.Context, cli *clientv3.Client, commits *CommitMap, cfg FollowConfig) {
+	logger := event.OrDiscard(cfg.Logger)
+	cfg.Events.EnsureDefaults()
+	f := &follower{cli: cli, commits: commits, events: cfg.Events, since: time.Now()}
+	epoch, committed := commits.Committed()
+	f.events.ReaderCatchingUp(event.ReaderInfo{Epoch: epoch, Committed: committed})
 	lastLogged := ""
 	for ctx.Err() == nil {
-		err := followOnce(ctx, cli, commits)
+		err := f.followOnce(ctx)
+		if f.inStep && ctx.Err() == nil {
+			f.inStep, f.since = false, time.Now()
+			epoch, committed := commits.Committed()
+			f.events.ReaderCatchingUp(event.ReaderInfo{Epoch: epoch, Committed: committed, Err: err})
+		}
 		// Log each new kind of failure once: during a failover the same one
 		// repeats every retry until the new leader serves.
-		if err != nil && ctx.Err() == nil && logf != nil && err.Error() != lastLogged && !electing(err) {
-			logf("reader: commit map: %v (retrying)", err)
+		if err != nil && ctx.Err() == nil && err.Error() != lastLogged && !electing(err) {
+			logger.Warn("reader: commit-map stream failed; retrying", "err", err)
 			lastLogged = err.Error()
 		}
 		select {
@@ -49,9 +71,20 @@ func Follow(ctx context.Context, cli *clientv3.Client, commits *CommitMap, logf 
 	}
 }
 
-func followOnce(ctx context.Context, cli *clientv3.Client, commits *CommitMap) error {
+// follower is Follow's state across streams.
+type follower struct {
+	cli     *clientv3.Client
+	commits *CommitMap
+	events  event.Listener
+	// inStep is set once a stream's first watermark is applied, and cleared
+	// when that stream ends; since is when it was last cleared.
+	inStep bool
+	since  time.Time
+}
+
+func (f *follower) followOnce(ctx context.Context) error {
 	lookup, cancel := context.WithTimeout(ctx, 5*time.Second)
-	addr, err := sequencer.LeaderAddress(lookup, cli)
+	addr, err := sequencer.LeaderAddress(lookup, f.cli)
 	cancel()
 	if err != nil {
 		return err
@@ -64,7 +97,7 @@ func followOnce(ctx context.Context, cli *clientv3.Client, commits *CommitMap) e
 		return err
 	}
 	defer conn.Close()
-	_, from := commits.Committed()
+	_, from := f.commits.Committed()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var silent atomic.Bool
@@ -83,10 +116,24 @@ func followOnce(ctx context.Context, cli *clientv3.Client, commits *CommitMap) e
 			return err
 		}
 		watchdog.Reset(FollowSilence)
-		if err := applyFrame(commits, frame); err != nil {
+		if err := applyFrame(f.commits, frame); err != nil {
 			return err
 		}
+		if !f.inStep {
+			f.noteInStep(addr, int64(frame.Epoch))
+		}
 	}
+}
+
+// noteInStep reports the reader in step once the map holds a watermark of
+// the stream's epoch.
+func (f *follower) noteInStep(leader string, streamEpoch int64) {
+	epoch, committed := f.commits.Committed()
+	if epoch == 0 || epoch != streamEpoch {
+		return
+	}
+	f.inStep = true
+	f.events.ReaderInStep(event.ReaderInfo{Leader: leader, Epoch: epoch, Committed: committed, Waited: time.Since(f.since)})
 }
 
 // applyFrame applies one frame's records under the frame's (leader) epoch.

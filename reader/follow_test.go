@@ -2,6 +2,8 @@ package reader
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"orderlog/internal/etcdserver"
+	"orderlog/internal/event"
 	"orderlog/internal/keys"
 	pb "orderlog/proto/sequencerpb"
 )
@@ -67,20 +70,35 @@ func TestFollowLeavesASilentLeader(t *testing.T) {
 	defer func(was time.Duration) { FollowSilence = was }(FollowSilence)
 	FollowSilence = 200 * time.Millisecond
 	commits := NewCommitMap()
+	inStep := make(chan event.ReaderInfo, 16)
+	catchingUp := make(chan event.ReaderInfo, 16)
+	cfg := FollowConfig{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Events: event.Listener{
+		ReaderInStep:     func(i event.ReaderInfo) { inStep <- i },
+		ReaderCatchingUp: func(i event.ReaderInfo) { catchingUp <- i },
+	}}
 	followCtx, stopFollow := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); Follow(followCtx, cli, commits, t.Logf) }()
+	go func() { defer close(done); Follow(followCtx, cli, commits, cfg) }()
 	defer func() { stopFollow(); <-done }()
-	const third = 4 + 5 + 6 // C after the third stream's batch: three streams of 4, 5 and 6 offsets
-	for {
-		if _, c := commits.Committed(); c >= third {
-			break // C moved past two silent streams
-		}
+	// Each stream brings the reader in step with one batch, then goes
+	// silent and is dropped: the events tell each step.
+	if start := <-catchingUp; start.Err != nil || start.Epoch != 0 {
+		t.Fatalf("first event %+v, want catching up from the start", start)
+	}
+	for stream, want := range []uint64{4, 4 + 5, 4 + 5 + 6} {
 		select {
+		case i := <-inStep:
+			if i.Committed != want || i.Epoch != 1 || i.Leader != lis.Addr().String() {
+				t.Fatalf("stream %d: in step %+v, want C=%d of epoch 1 from %s", stream+1, i, want, lis.Addr())
+			}
 		case <-ctx.Done():
 			_, c := commits.Committed()
 			t.Fatalf("C = %d after %d streams: the reader stayed on a silent stream", c, leader.streams.Load())
-		case <-time.After(10 * time.Millisecond):
+		}
+		if stream < 2 {
+			if lost := <-catchingUp; !errors.Is(lost.Err, errSilentLeader) || lost.Committed != want {
+				t.Fatalf("stream %d ended with %+v, want errSilentLeader at C=%d", stream+1, lost, want)
+			}
 		}
 	}
 }

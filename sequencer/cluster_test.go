@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,6 +93,7 @@ func (c *testCluster) ledgerControl(cli *clientv3.Client) *LedgerClient {
 type testNode struct {
 	node   *Node
 	addr   string
+	terms  *termEvents
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -104,8 +106,9 @@ func (c *testCluster) startNodeWith(mcfg MachineConfig) *testNode {
 		c.t.Fatal(err)
 	}
 	cli := c.newClient()
+	terms := newTermEvents()
 	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: c.ledgerControl(cli),
-		Machine: mcfg, Logf: c.t.Logf})
+		Machine: mcfg, Logger: testLogger(c.t), Events: terms.listener()})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -113,7 +116,7 @@ func (c *testCluster) startNodeWith(mcfg MachineConfig) *testNode {
 	Register(srv, n)
 	go srv.Serve(lis)
 	ctx, cancel := context.WithCancel(context.Background())
-	tn := &testNode{node: n, addr: lis.Addr().String(), cancel: cancel, done: make(chan struct{})}
+	tn := &testNode{node: n, addr: lis.Addr().String(), cancel: cancel, done: make(chan struct{}), terms: terms}
 	go func() { defer close(tn.done); n.Run(ctx) }()
 	c.t.Cleanup(func() { cancel(); srv.Stop(); <-tn.done })
 	return tn
@@ -443,7 +446,8 @@ func TestLeaderStepsDownWhenItsCommitLedgerFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: ledgers, Logf: t.Logf})
+	terms := newTermEvents()
+	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: ledgers, Logger: testLogger(t), Events: terms.listener()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,13 +458,19 @@ func TestLeaderStepsDownWhenItsCommitLedgerFails(t *testing.T) {
 	tn := &testNode{node: n, addr: lis.Addr().String()}
 	first := c.waitServing(tn).node.Status().Epoch
 	ledgers.broken.Store(true)
+	lost := terms.waitLost(t, first)
+	if !strings.Contains(lost.Reason, "commit ledger") {
+		t.Fatalf("epoch %d ended with reason %q, want its commit ledger's failure", first, lost.Reason)
+	}
+	ledgers.broken.Store(false) // the next term's commit ledger works
+	elected := terms.waitElected(t, first+1)
 	deadline := time.Now().Add(20 * time.Second)
-	for n.Status().Epoch == first || !n.Status().Serving {
+	for !n.Status().Serving || n.Status().Epoch != elected.Epoch {
 		if time.Now().After(deadline) {
-			t.Fatalf("still epoch %d (serving %v) after its commit ledger failed", n.Status().Epoch, n.Status().Serving)
+			t.Fatalf("epoch %d elected after the failure never served (status %+v)", elected.Epoch, n.Status())
 		}
-		if n.Status().Epoch != first {
-			ledgers.broken.Store(false) // the new term's commit ledger works
+		if n.Status().Epoch > elected.Epoch { // that term broke too: follow the next
+			elected = terms.waitElected(t, n.Status().Epoch)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -115,6 +115,18 @@ func TestFailoverAfterLeaderSessionLoss(t *testing.T) {
 	if b.node.Status().Epoch <= oldEpoch {
 		t.Fatalf("standby did not take over: %+v", b.node.Status())
 	}
+	// The events say the same, with the ids an operator follows: the old
+	// term ended (its session expired, or the new leader fenced its commit
+	// ledger before the old one heard of the expiry), the standby was
+	// elected.
+	lost := first.terms.waitLost(t, oldEpoch)
+	if lost.Epoch != oldEpoch || lost.Address != first.addr ||
+		lost.Reason != "etcd election session expired" && !strings.Contains(lost.Reason, "fenced") {
+		t.Fatalf("old leader's LeaderLost %+v", lost)
+	}
+	if elected := b.terms.waitElected(t, oldEpoch+1); elected.Address != b.addr {
+		t.Fatalf("standby's LeaderElected %+v", elected)
+	}
 }
 
 // Environment of the child sequencer process.
@@ -144,7 +156,7 @@ func TestSequencerChildProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: c.ledgerControl(cli), Logf: t.Logf})
+	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: c.ledgerControl(cli), Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,12 @@ package sequencer
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // leader is the thin I/O loop around one epoch's Machine: it feeds the
@@ -33,6 +36,8 @@ type leader struct {
 		pending []pendingCommit // appended commit entries not yet confirmed
 		unsent  []Record        // records waiting for an append slot (group commit)
 		deposed bool
+		// deposedBy says why the leader stepped down, if it did so itself.
+		deposedBy string
 		// lastAppend is when the last commit entry was appended; flushArmed
 		// is set while a timer will flush the unsent records.
 		lastAppend time.Time
@@ -75,8 +80,7 @@ func (l *leader) run() {
 				// confirmation, so no Append reports it: C would stand
 				// still for good. Step down; the next term starts a new
 				// commit ledger.
-				l.node.logf("sequencer %s: epoch %d: commit ledger %d failed: %v; stepping down", l.node.cfg.Address, l.epoch, l.commit.ID(), l.commit.Err())
-				l.deposeLocked()
+				l.deposeLocked(fmt.Sprintf("commit ledger %d failed: %v", l.commit.ID(), l.commit.Err()))
 				l.mu.Unlock()
 				return
 			}
@@ -188,7 +192,7 @@ func (l *leader) handleLocked() {
 		}
 	}
 	for _, v := range rd.Violations {
-		l.node.logf("sequencer epoch %d: %v", l.epoch, v)
+		l.node.cfg.Logger.Error("sequencer protocol violation", "epoch", l.epoch, "err", v)
 	}
 }
 
@@ -198,8 +202,7 @@ func (l *leader) appendLocked(records []Record) {
 	if err != nil {
 		// Fenced (a newer leader recovered the commit ledger) or quorum
 		// lost: this leader can commit nothing more.
-		l.node.logf("sequencer epoch %d: commit append: %v", l.epoch, err)
-		l.deposeLocked()
+		l.deposeLocked(fmt.Sprintf("commit ledger %d append: %v", l.commit.ID(), err))
 		return
 	}
 	tagged := make([]EpochRecord, len(records))
@@ -209,20 +212,41 @@ func (l *leader) appendLocked(records []Record) {
 	l.mu.pending = append(l.mu.pending, pendingCommit{entry: entry, maxSeq: records[len(records)-1].Seq, records: tagged})
 }
 
-func (l *leader) deposeLocked() {
+// deposeLocked ends the term; reason says why ("" when it ends from
+// outside: the node stops, the session expired).
+func (l *leader) deposeLocked(reason string) {
 	if l.mu.deposed {
 		return
 	}
-	l.mu.deposed = true
+	l.mu.deposed, l.mu.deposedBy = true, reason
 	l.mu.m.Deposed()
 	l.cancel()
+}
+
+// endReason says why the term ended, once it has.
+func (l *leader) endReason(nodeCtx context.Context, sess *concurrency.Session) string {
+	l.mu.Lock()
+	reason := l.mu.deposedBy
+	l.mu.Unlock()
+	select {
+	case <-sess.Done():
+		return "etcd election session expired"
+	default:
+	}
+	switch {
+	case reason != "":
+		return reason
+	case nodeCtx.Err() != nil:
+		return "node stopping"
+	}
+	return "deposed"
 }
 
 // shutdown ends every stream and subscription and waits for the helpers.
 func (l *leader) shutdown() {
 	l.cancel()
 	l.mu.Lock()
-	l.deposeLocked()
+	l.deposeLocked("")
 	for _, s := range l.mu.streams {
 		s.end()
 	}

@@ -59,13 +59,17 @@ func (l *leader) goRecover(id uint64) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
+		lastErr := ""
 		for l.ctx.Err() == nil {
 			spans, err := l.ctl.Recover(l.ctx, id)
 			if err == nil {
 				l.ledgerClosed(id, spans)
 				return
 			}
-			l.node.logf("sequencer epoch %d: recover ledger %d: %v", l.epoch, id, err)
+			if err.Error() != lastErr && l.ctx.Err() == nil { // once per kind of failure, not per retry
+				lastErr = err.Error()
+				l.node.cfg.Logger.Warn("sequencer: ledger recovery failed; retrying", "epoch", l.epoch, "ledger", id, "err", err)
+			}
 			select {
 			case <-l.ctx.Done():
 			case <-time.After(100 * time.Millisecond):
@@ -113,7 +117,7 @@ func (l *leader) goReserve(r Reservation) {
 		case errors.As(err, &ahead): // our own earlier extension, its answer lost
 			l.mu.m.ReservationExtended(ahead.current)
 		case errors.Is(err, ErrDeposed):
-			l.deposeLocked()
+			l.deposeLocked("a newer epoch took the offset reservation")
 		default:
 			l.mu.m.ReservationFailed()
 		}

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"orderlog/ingest/ledger"
+	"orderlog/internal/event"
 )
 
 // CommitLog is the leader's commit ledger as the sequencer needs it:
@@ -73,6 +74,8 @@ type LedgerClient struct {
 	// "sequencer". Commit ledgers are told apart by the list at
 	// keys.SeqCommitLedgers, not by this name.
 	Writer string
+	// Events is told of the commit ledger's failure and of recoveries.
+	Events event.Listener
 }
 
 var _ LedgerControl = (*LedgerClient)(nil)
@@ -98,7 +101,7 @@ func (lc *LedgerClient) CreateCommitLog(ctx context.Context, epoch uint64, elect
 	w, err := ledger.Create(ctx, lc.Etcd, ledger.CreateOptions{
 		Epoch: int64(epoch), WriterIncarnation: writer, WriterKey: electionKey,
 		Ensemble: lc.Replication.Ensemble, AckQuorum: lc.Replication.AckQuorum, Tolerate: lc.Replication.Tolerate,
-		Stores: lc.Stores, Writer: ledger.WriterOptions{OnConfirm: onConfirm},
+		Stores: lc.Stores, Writer: ledger.WriterOptions{OnConfirm: onConfirm, Events: lc.Events},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create commit ledger: %w", err)
@@ -146,7 +149,7 @@ func (lc *LedgerClient) scanClosed(ctx context.Context, id uint64, recover, noOf
 		if !recover {
 			return fmt.Errorf("ledger %d is %s: %w", id, m.State, ErrLedgerNotClosed)
 		}
-		if m, err = ledger.Recover(ctx, lc.Etcd, id, ledger.RecoverOptions{Stores: lc.Stores, NoOffsets: noOffsets}); err != nil {
+		if m, err = ledger.Recover(ctx, lc.Etcd, id, ledger.RecoverOptions{Stores: lc.Stores, NoOffsets: noOffsets, Events: lc.Events}); err != nil {
 			return fmt.Errorf("recover ledger %d: %w", id, err)
 		}
 	}

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"orderlog/internal/event"
 	"orderlog/internal/keys"
 )
 
@@ -31,8 +32,11 @@ type Config struct {
 	// RetainRecords bounds the commit records kept for commit-map streams.
 	// Default 1<<20.
 	RetainRecords int
-	// Logf logs; nil means the standard logger.
-	Logf func(format string, args ...any)
+	// Logger logs failures the node retries by itself; nil discards them.
+	// Leader changes are events: log them with event.Logging in Events.
+	Logger *slog.Logger
+	// Events is told of leader changes and epochs.
+	Events event.Listener
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -49,9 +53,8 @@ func (c *Config) Validate() error {
 	if c.RetainRecords == 0 {
 		c.RetainRecords = 1 << 20
 	}
-	if c.Logf == nil {
-		c.Logf = log.Printf
-	}
+	c.Logger = event.OrDiscard(c.Logger)
+	c.Events.EnsureDefaults()
 	c.Machine.Epoch = 1 // validated with a placeholder; set per election
 	if err := c.Machine.Validate(); err != nil {
 		return err
@@ -72,6 +75,10 @@ type Node struct {
 		sync.Mutex
 		leader *leader
 		nextID SessionID
+		// session is the current term's election session (nil between
+		// terms); takingOver is the epoch being taken over (0: none).
+		session    *concurrency.Session
+		takingOver uint64
 	}
 }
 
@@ -83,14 +90,12 @@ func NewNode(cfg Config) (*Node, error) {
 	return &Node{cfg: cfg, start: time.Now()}, nil
 }
 
-func (n *Node) logf(format string, args ...any) { n.cfg.Logf(format, args...) }
-
 // Run campaigns, leads while elected, and campaigns again after losing
 // leadership, until ctx ends.
 func (n *Node) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if err := n.term(ctx); err != nil && ctx.Err() == nil {
-			n.logf("sequencer %s: %v", n.cfg.Address, err)
+			n.cfg.Logger.Warn("sequencer term failed; campaigning again", "addr", n.cfg.Address, "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(100 * time.Millisecond):
@@ -107,6 +112,8 @@ func (n *Node) term(ctx context.Context) error {
 		return fmt.Errorf("election session: %w", err)
 	}
 	defer sess.Close()
+	n.setSession(sess)
+	defer n.setSession(nil)
 	el := concurrency.NewElection(sess, keys.SeqElection)
 	if err := el.Campaign(ctx, n.cfg.Address); err != nil {
 		return fmt.Errorf("campaign: %w", err)
@@ -120,6 +127,9 @@ func (n *Node) term(ctx context.Context) error {
 
 // lead runs steps 1–6 of §5 and then serves until deposed or ctx ends.
 func (n *Node) lead(ctx context.Context, sess *concurrency.Session, epoch uint64, electionKey string) error {
+	elected := time.Now()
+	n.setTakingOver(epoch)
+	defer n.setTakingOver(0)
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -185,10 +195,14 @@ func (n *Node) lead(ctx context.Context, sess *concurrency.Session, epoch uint64
 	l.handleLocked()
 	l.mu.Unlock()
 	n.setLeader(l)
-	n.logf("sequencer %s: leader of epoch %d (C₀=%d R=%d, %d unclosed older ledgers)", n.cfg.Address, epoch, t.C0, t.Reserved, len(t.Unclosed))
+	n.setTakingOver(0)
+	n.cfg.Events.LeaderElected(event.LeaderInfo{Address: n.cfg.Address, Epoch: epoch, C0: t.C0, Reserved: t.Reserved,
+		UnclosedLedgers: len(t.Unclosed), Took: time.Since(elected)})
 	l.run()
 	n.setLeader(nil)
 	l.shutdown()
+	n.cfg.Events.LeaderLost(event.LeaderInfo{Address: n.cfg.Address, Epoch: epoch, Reason: l.endReason(ctx, sess),
+		Took: time.Since(elected)})
 	return nil
 }
 
@@ -223,6 +237,18 @@ func (n *Node) setLeader(l *leader) {
 	n.mu.leader = l
 }
 
+func (n *Node) setSession(sess *concurrency.Session) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mu.session = sess
+}
+
+func (n *Node) setTakingOver(epoch uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mu.takingOver = epoch
+}
+
 func (n *Node) leader() *leader {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -253,6 +279,32 @@ func (n *Node) Status() Status {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return Status{Leader: true, Serving: l.mu.m.Serving(), Epoch: l.epoch, Published: l.mu.m.PublishedC()}
+}
+
+// Ready returns nil when the node serves its role: a standby campaigning
+// with a live etcd session, or a leader that grants. Otherwise it says what
+// the node waits for.
+func (n *Node) Ready() error {
+	n.mu.Lock()
+	sess, takingOver, l := n.mu.session, n.mu.takingOver, n.mu.leader
+	n.mu.Unlock()
+	if sess == nil {
+		return errors.New("sequencer: no etcd election session yet")
+	}
+	select {
+	case <-sess.Done():
+		return errors.New("sequencer: etcd election session expired")
+	default:
+	}
+	if takingOver != 0 {
+		return fmt.Errorf("sequencer: taking over as leader of epoch %d (replaying the commit log)", takingOver)
+	}
+	if l != nil {
+		if st := n.Status(); !st.Serving {
+			return fmt.Errorf("sequencer: leader of epoch %d settling older ledgers before granting", st.Epoch)
+		}
+	}
+	return nil
 }
 
 // LeaderAddress returns the address of the current sequencer leader, or ""

@@ -89,7 +89,6 @@ func main() {
 		Address: seqLis.Addr().String(), Etcd: cli, SessionTTL: 10,
 		Ledgers: &sequencer.LedgerClient{Etcd: cli, Stores: dialer, Writer: "sequencer",
 			Replication: sequencer.CommitReplication{Ensemble: []ledger.Member{member}, AckQuorum: 1}},
-		Logf: func(string, ...any) {},
 	})
 	check(err)
 	seqSrv := grpc.NewServer()

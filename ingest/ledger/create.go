@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	events "orderlog/internal/event"
 	"orderlog/internal/keys"
 	"orderlog/proto/walpb"
 )
@@ -94,6 +95,8 @@ type WriterOptions struct {
 	// never handed back. Called with the writer's lock held: it must only
 	// store the buffer.
 	ReleasePayload func(payload []byte)
+	// Events is told when the writer fails (quorum lost, fenced).
+	Events events.Listener
 }
 
 func (o *WriterOptions) fillDefaults() {

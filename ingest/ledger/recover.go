@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	events "orderlog/internal/event"
 	"orderlog/proto/walpb"
 )
 
@@ -26,6 +27,8 @@ type RecoverOptions struct {
 	// commit ledger), so the closed record gets none without reading back
 	// every entry in search of a span.
 	NoOffsets bool
+	// Events is told of the fence and of the recovery's outcome.
+	Events events.Listener
 }
 
 func (o *RecoverOptions) fillDefaults() {
@@ -35,6 +38,7 @@ func (o *RecoverOptions) fillDefaults() {
 	if o.Retry <= 0 {
 		o.Retry = 20 * time.Millisecond
 	}
+	o.Events.EnsureDefaults()
 }
 
 // Recover closes someone else's ledger (its writer dead, slow or
@@ -54,46 +58,84 @@ func (o *RecoverOptions) fillDefaults() {
 //
 // If ctx ends first, Recover returns a *RecoveryIncompleteError and the
 // ledger stays recovering; calling Recover again is safe.
+//
+// Once the ledger is recovering, Events.LedgerRecovered is told how the
+// recovery ended (closed, closed elsewhere, failed); a ledger found closed
+// already is reported as such.
 func Recover(ctx context.Context, cli *clientv3.Client, id uint64, o RecoverOptions) (Metadata, error) {
 	o.fillDefaults()
 	m, err := Get(ctx, cli, id)
 	if err != nil {
 		return Metadata{}, err
 	}
+	start := time.Now()
+	alreadyClosed := m.State == StateClosed
 	m, _, err = transition(ctx, cli, m, StateOpen, func(m Metadata) Metadata {
 		m.State = StateRecovering
 		return m
 	})
-	if err != nil || m.State == StateClosed {
-		return m, err
+	if err != nil {
+		return m, err // nothing changed: the caller retries
 	}
-	clients, err := dialEnsemble(o.Stores, m.Ensemble)
+	if m.State == StateClosed {
+		outcome := events.RecoveryClosedElsewhere
+		if alreadyClosed {
+			outcome = events.RecoveryAlreadyClosed
+		}
+		o.Events.LedgerRecovered(recoveryInfo(m, outcome, start, nil))
+		return m, nil
+	}
+	final, outcome, err := recoverFenceable(ctx, cli, m, o)
+	o.Events.LedgerRecovered(recoveryInfo(final, outcome, start, err))
 	if err != nil {
 		return Metadata{}, err
+	}
+	return final, nil
+}
+
+// recoveryInfo is the event of a recovery of m that ended with outcome.
+func recoveryInfo(m Metadata, outcome events.RecoveryOutcome, start time.Time, err error) events.RecoveryInfo {
+	if err != nil {
+		outcome = events.RecoveryFailed
+	}
+	return events.RecoveryInfo{Ledger: m.ID, Epoch: uint64(m.Epoch), Writer: m.WriterIncarnation, Outcome: outcome,
+		Last: m.LastEntry, FirstOffset: m.FirstOffset, EndOffset: m.EndOffset, Duration: time.Since(start), Err: err}
+}
+
+// recoverFenceable runs steps 2–4 on m, which is recovering. On failure the
+// metadata returned is m (for the event's ids).
+func recoverFenceable(ctx context.Context, cli *clientv3.Client, m Metadata, o RecoverOptions) (Metadata, events.RecoveryOutcome, error) {
+	clients, err := dialEnsemble(o.Stores, m.Ensemble)
+	if err != nil {
+		return m, events.RecoveryFailed, err
 	}
 	r := &recovery{cli: cli, meta: m, clients: clients, opts: o}
 	last, err := r.run(ctx)
 	if errors.Is(err, errClosedElsewhere) {
-		return r.closed, nil
+		return r.closed, events.RecoveryClosedElsewhere, nil
 	}
 	if err != nil {
-		return Metadata{}, err
+		return m, events.RecoveryFailed, err
 	}
 	var first, end uint64
 	if !o.NoOffsets {
 		if first, end, err = r.offsetHull(ctx, last); err != nil {
-			return Metadata{}, err
+			return m, events.RecoveryFailed, err
 		}
 	}
-	final, _, err := transition(ctx, cli, m, StateRecovering, func(m Metadata) Metadata {
+	final, swapped, err := transition(ctx, cli, m, StateRecovering, func(m Metadata) Metadata {
 		m.State, m.LastEntry, m.FirstOffset, m.EndOffset = StateClosed, last, first, end
 		return m
 	})
 	if err != nil {
-		return Metadata{}, err
+		return m, events.RecoveryFailed, err
+	}
+	outcome := events.RecoveryClosed
+	if !swapped {
+		outcome = events.RecoveryClosedElsewhere // the first recovering → closed was another actor's
 	}
 	closeOnStores(ctx, final, clients)
-	return final, nil
+	return final, outcome, nil
 }
 
 // recovery is the I/O around decideFence and decideEntry.
@@ -168,9 +210,14 @@ func (r *recovery) fence(ctx context.Context) (int64, error) {
 		wg.Wait()
 		if ok, startAfter := decideFence(answers, r.meta.W, r.meta.A); ok {
 			r.fenced = make([]bool, len(r.clients))
+			var stores []string
 			for i, f := range answers {
 				r.fenced[i] = f.answer != answerNone
+				if r.fenced[i] {
+					stores = append(stores, r.meta.Ensemble[i].StoreID)
+				}
 			}
+			r.opts.Events.LedgerFenced(events.FenceInfo{Ledger: r.meta.ID, Stores: stores, LAC: startAfter})
 			return startAfter, nil
 		}
 		if err := r.pause(ctx); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	events "orderlog/internal/event"
 	"orderlog/proto/walpb"
 
 	"google.golang.org/grpc"
@@ -149,23 +150,40 @@ func TestRecoveryWaitsWhenAHoldersImpossible(t *testing.T) {
 
 // TestFencedWriterGetsNoNewConfirmation: a recovery fences a live writer;
 // its later appends fail with ErrFenced and its LAC stays at or below the
-// recovered last entry, which holds everything it had confirmed.
+// recovered last entry, which holds everything it had confirmed. The
+// events tell the same story: the fence, the recovery's outcome, the
+// writer's failure, and a second recovery that finds the ledger closed.
 func TestFencedWriterGetsNoNewConfirmation(t *testing.T) {
 	c := newTestCluster(t, 3, 13)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var reported []int64
-	w := c.create(t, 2, 1, WriterOptions{OnConfirm: func(lac int64) { reported = append(reported, lac) }})
+	failures := make(chan events.WriterFailure, 1)
+	w := c.create(t, 2, 1, WriterOptions{OnConfirm: func(lac int64) { reported = append(reported, lac) },
+		Events: events.Listener{WriterFailed: func(f events.WriterFailure) { failures <- f }}})
 	appendRange(t, w, 0, 50)
 	if err := w.WaitConfirmed(ctx, 49); err != nil {
 		t.Fatal(err)
 	}
-	m, err := Recover(ctx, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery")})
+	var fences []events.FenceInfo
+	var recoveries []events.RecoveryInfo
+	listener := events.Listener{
+		LedgerFenced:    func(f events.FenceInfo) { fences = append(fences, f) },
+		LedgerRecovered: func(r events.RecoveryInfo) { recoveries = append(recoveries, r) },
+	}
+	m, err := Recover(ctx, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), Events: listener})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.LastEntry != 49 {
 		t.Fatalf("recovered last %d, want 49", m.LastEntry)
+	}
+	if len(fences) != 1 || fences[0].Ledger != w.ID() || len(fences[0].Stores) < 2 {
+		t.Fatalf("fence events %+v, want one for ledger %d on at least W-A+1 = 2 stores", fences, w.ID())
+	}
+	if len(recoveries) != 1 || recoveries[0].Outcome != events.RecoveryClosed || recoveries[0].Last != 49 ||
+		recoveries[0].Ledger != w.ID() || recoveries[0].Writer != c.writer || recoveries[0].Epoch != uint64(c.epoch) {
+		t.Fatalf("recovery events %+v, want one closed at 49", recoveries)
 	}
 	var appendErr error
 	for i := int64(50); i < 5000 && appendErr == nil; i++ {
@@ -173,6 +191,15 @@ func TestFencedWriterGetsNoNewConfirmation(t *testing.T) {
 	}
 	if err := w.WaitConfirmed(ctx, 50); !errors.Is(err, ErrFenced) {
 		t.Fatalf("WaitConfirmed after the fence: %v (append: %v), want ErrFenced", err, appendErr)
+	}
+	if f := <-failures; !errors.Is(f.Err, ErrFenced) || f.Ledger != w.ID() || f.LAC > 49 {
+		t.Fatalf("writer failure event %+v, want ErrFenced at LAC ≤ 49", f)
+	}
+	if _, err := Recover(ctx, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), Events: listener}); err != nil {
+		t.Fatal(err)
+	}
+	if len(recoveries) != 2 || recoveries[1].Outcome != events.RecoveryAlreadyClosed || len(fences) != 1 {
+		t.Fatalf("second recovery events %+v (fences %d), want already_closed and no new fence", recoveries, len(fences))
 	}
 	closed, err := w.Close(ctx)
 	if err != nil || closed.LastEntry != 49 || closed.ModRevision != m.ModRevision {

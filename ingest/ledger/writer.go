@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	events "orderlog/internal/event"
 	"orderlog/proto/walpb"
 )
 
@@ -80,6 +81,7 @@ type storeLink struct {
 }
 
 func startWriter(cli *clientv3.Client, m Metadata, clients []walpb.WALClient, o WriterOptions) *Writer {
+	o.Events.EnsureDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Writer{cli: cli, meta: m, opts: o, ctx: ctx, cancel: cancel, notify: make(chan struct{}, 1)}
 	w.mu.tracker = newLACTracker(m.A)
@@ -193,6 +195,8 @@ func (w *Writer) failLocked(err error) {
 		return
 	}
 	w.mu.err = err
+	w.opts.Events.WriterFailed(events.WriterFailure{Ledger: w.meta.ID, Epoch: uint64(w.meta.Epoch),
+		Writer: w.meta.WriterIncarnation, LAC: w.mu.tracker.lac, Err: err})
 	w.space.Broadcast()
 	close(w.mu.lacChanged)
 	w.mu.lacChanged = make(chan struct{})

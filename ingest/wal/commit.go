@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"orderlog/ingest/wal/walfs"
+	"orderlog/internal/event"
 	"orderlog/internal/fileutil"
 )
 
@@ -180,11 +181,16 @@ func (s *Store) takePendingLocked() *batch {
 func (s *Store) syncActive() error {
 	start := time.Now()
 	err := s.active.Sync()
-	s.stats.observeSync(time.Since(start))
+	took := time.Since(start)
+	s.stats.observeSync(took)
 	if err != nil {
-		return fmt.Errorf("fdatasync %s: %w", segmentName(s.activeSeq), err)
+		err = fmt.Errorf("fdatasync %s: %w", segmentName(s.activeSeq), err)
 	}
-	return nil
+	if s.cfg.SlowSync > 0 && took >= s.cfg.SlowSync {
+		s.cfg.Events.SlowSync(event.SyncInfo{Dir: s.dir, Segment: segmentName(s.activeSeq), Duration: took,
+			Threshold: s.cfg.SlowSync, Err: err})
+	}
+	return err
 }
 
 // complete completes b (nil for a bare interval sync) and, if takeNext,

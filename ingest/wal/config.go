@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"orderlog/ingest/wal/walfs"
+	"orderlog/internal/event"
 )
 
 // Config configures a Store. The zero value of every field but Dir is a
@@ -43,7 +44,17 @@ type Config struct {
 	MaxPendingBytes int
 	// Now is the clock used for new incarnation numbers; nil means time.Now.
 	Now func() time.Time
+	// SlowSync is the fdatasync duration from which Events.SlowSync is told
+	// of each one. Default DefaultSlowSync; negative: never.
+	SlowSync time.Duration
+	// Events is told of slow fsyncs.
+	Events event.Listener
 }
+
+// DefaultSlowSync is the default Config.SlowSync: an fdatasync that long
+// holds every append behind it (they all wait for it), so each is worth a
+// line in the log.
+const DefaultSlowSync = time.Second
 
 const (
 	maxSyncDelay       = 100 * time.Millisecond
@@ -80,6 +91,10 @@ func (c *Config) Validate() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.SlowSync == 0 {
+		c.SlowSync = DefaultSlowSync
+	}
+	c.Events.EnsureDefaults()
 	return nil
 }
 

@@ -79,7 +79,7 @@ func startClusterNode(t *testing.T, etcd *etcdserver.Server, roles Roles, mode i
 func startNodeOn(t *testing.T, etcd *etcdserver.Server, roles Roles, in ingest.Config, commit Replication) *Server {
 	t.Helper()
 	s, err := Start(Config{Roles: roles, EtcdEndpoints: []string{etcd.Endpoint()}, DataDir: t.TempDir(),
-		NodeName: fmt.Sprintf("n%d", time.Now().UnixNano()), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: t.Logf,
+		NodeName: fmt.Sprintf("n%d", time.Now().UnixNano()), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: testLogger(t),
 		Ingest: in, Commit: commit})
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ import (
 // startServer runs a whole orderlog in-process on free ports.
 func startServer(t *testing.T, dir string) *Server {
 	t.Helper()
-	s, err := Start(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: t.Logf})
+	s, err := Start(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -28,6 +28,7 @@ import (
 	"orderlog/ingest/ledger"
 	"orderlog/ingest/wal"
 	"orderlog/internal/etcdserver"
+	"orderlog/internal/event"
 	"orderlog/internal/grpcopt"
 	"orderlog/proto/walpb"
 	"orderlog/reader"
@@ -80,8 +81,15 @@ type Config struct {
 	// Pprof serves Go's runtime profiles under /debug/pprof/ on the HTTP
 	// address (off by default: profiles reveal internals).
 	Pprof bool
-	// Logf logs; nil means the standard logger.
-	Logf func(format string, args ...any)
+	// Logger logs every role's events and the failures they retry by
+	// themselves; nil discards. The role commands log to stderr.
+	Logger *slog.Logger
+	// Events is told of what happens in every role, besides the log
+	// (event.Logging); tests wait on it.
+	Events event.Listener
+	// SlowSync is the WAL fdatasync duration logged as slow; default
+	// wal.DefaultSlowSync, negative: never.
+	SlowSync time.Duration
 }
 
 // Replication is W, A and the store failures tolerated.
@@ -110,13 +118,7 @@ func (c *Config) Validate() error {
 	if c.NodeName == "" {
 		c.NodeName = "dev"
 	}
-	if c.Logf == nil {
-		c.Logf = log.Printf
-	}
 	c.Ingest.NodeName = c.NodeName
-	if c.Ingest.Logf == nil {
-		c.Ingest.Logf = c.Logf
-	}
 	// Everything is checked before anything touches the data directory
 	// or etcd: a bad flag must leave nothing behind.
 	if _, err := wal.ParsePolicy(c.FsyncPolicy); err != nil {
@@ -140,7 +142,12 @@ func (c *Config) Validate() error {
 
 // Server is a running orderlog process.
 type Server struct {
-	cfg          Config
+	cfg Config
+	// logger is cfg.Logger or a discarding one; events is the log's
+	// listener teed with cfg.Events.
+	logger       *slog.Logger
+	events       event.Listener
+	readiness    *readiness
 	etcd         *etcdserver.Server
 	cli          *clientv3.Client
 	store        *wal.Store
@@ -167,7 +174,12 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, done: make(chan struct{})}
+	logger := event.OrDiscard(cfg.Logger)
+	s := &Server{cfg: cfg, logger: logger, events: event.Tee(event.Logging(logger), cfg.Events), done: make(chan struct{})}
+	s.cfg.Ingest.Events = event.Tee(s.events, cfg.Ingest.Events)
+	if s.cfg.Ingest.Logf == nil && cfg.Logger != nil {
+		s.cfg.Ingest.Logf = func(format string, args ...any) { logger.Warn(fmt.Sprintf(format, args...)) }
+	}
 	if err := s.start(); err != nil {
 		s.Close()
 		return nil, err
@@ -189,6 +201,7 @@ func (s *Server) start() error {
 		return fmt.Errorf("listen gRPC: %w", err)
 	}
 	s.grpc = grpc.NewServer(grpcopt.ServerOptions()...)
+	s.registerObservability(s.grpc)
 	if s.cfg.Roles.Ingest {
 		if err := s.openStore(ctx); err != nil {
 			return err
@@ -206,11 +219,9 @@ func (s *Server) start() error {
 	if err := s.startRoles(ctx); err != nil {
 		return err
 	}
+	go s.readiness.run(ctx)
 	go s.grpc.Serve(s.grpcLis)
-	if s.cfg.Roles.Ingest {
-		return s.startHTTP()
-	}
-	return nil
+	return s.startHTTP()
 }
 
 // connectEtcd starts the embedded etcd server, or connects to a cluster.
@@ -234,12 +245,13 @@ func (s *Server) openStore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	walCfg := wal.Config{Dir: filepath.Join(s.cfg.DataDir, "wal"), SyncInterval: policy.SyncInterval, SyncDelay: policy.SyncDelay}
+	walCfg := wal.Config{Dir: filepath.Join(s.cfg.DataDir, "wal"), SyncInterval: policy.SyncInterval, SyncDelay: policy.SyncDelay,
+		SlowSync: s.cfg.SlowSync, Events: s.events}
 	if s.store, err = wal.Open(walCfg); err != nil {
 		return fmt.Errorf("open WAL store: %w", err)
 	}
 	for _, c := range s.store.Corruptions() {
-		s.cfg.Logf("orderlog: WAL store: %v (answered UNKNOWN)", c)
+		s.logger.Warn("WAL store: corrupt record, answered UNKNOWN", "store", s.store.StoreID(), "err", c)
 	}
 	s.storeService = wal.NewService(s.store)
 	walpb.RegisterWALServer(s.grpc, s.storeService)
@@ -252,12 +264,20 @@ func (s *Server) openStore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	holder := "store " + s.store.StoreID()
 	go func() {
 		for range keepAlive {
 		}
+		if ctx.Err() == nil { // not a clean stop: the registration is gone with the lease
+			s.events.LeaseLost(event.LeaseInfo{Holder: holder, LeaseID: int64(lease.ID)})
+		}
 	}()
-	return registerStore(ctx, s.cli, storeRecord{StoreID: s.store.StoreID(), Incarnation: s.store.Incarnation(),
-		Address: s.grpcLis.Addr().String()}, lease.ID)
+	rec := storeRecord{StoreID: s.store.StoreID(), Incarnation: s.store.Incarnation(), Address: s.grpcLis.Addr().String()}
+	if err := registerStore(ctx, s.cli, rec, lease.ID); err != nil {
+		return err
+	}
+	s.events.StoreRegistered(event.StoreInfo{StoreID: rec.StoreID, Incarnation: rec.Incarnation, Address: rec.Address})
+	return nil
 }
 
 // startRoles creates the sequencer, ingest and reader roles and registers
@@ -283,7 +303,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 	}
 	if s.cfg.Roles.Reader || s.cfg.Roles.Ingest { // the HTTP API reads through a local reader
 		commits := reader.NewCommitMap()
-		go reader.Follow(ctx, s.cli, commits, s.cfg.Logf)
+		go reader.Follow(ctx, s.cli, commits, reader.FollowConfig{Logger: s.logger, Events: s.events})
 		s.reader = reader.New(commits, reader.NewLedgerSource(s.cli, s.dialer))
 		reader.NewService(s.reader).Register(s.grpc)
 	}
@@ -305,9 +325,9 @@ func (s *Server) localSequencer(addr string) sequencer.GrantStreamer {
 func (s *Server) startSequencer(ctx context.Context) error {
 	addr := s.grpcLis.Addr().String()
 	control := &sequencer.LedgerClient{Etcd: s.cli, Stores: s.dialer, Writer: "sequencer-" + s.cfg.NodeName,
-		Replication: sequencer.CommitReplication{AckQuorum: s.cfg.Commit.A, Tolerate: s.cfg.Commit.Tolerate}}
+		Replication: sequencer.CommitReplication{AckQuorum: s.cfg.Commit.A, Tolerate: s.cfg.Commit.Tolerate}, Events: s.events}
 	var err error
-	s.sequencer, err = sequencer.NewNode(sequencer.Config{Address: addr, Etcd: s.cli, Logf: s.cfg.Logf, Ledgers: control})
+	s.sequencer, err = sequencer.NewNode(sequencer.Config{Address: addr, Etcd: s.cli, Logger: s.logger, Events: s.events, Ledgers: control})
 	if err != nil {
 		return err
 	}
@@ -336,29 +356,48 @@ func (s *Server) startSequencer(ctx context.Context) error {
 	return nil
 }
 
+// startHTTP serves the observability endpoints (/metrics, /healthz,
+// /readyz) on every role, and the HTTP/JSON API with the ingest role.
 func (s *Server) startHTTP() error {
-	svc := newService(s.cli, s.ingest, s.reader, s.status)
-	handler, err := httpapi.NewHandler(httpService{svc}, s.cfg.HTTPLimits)
-	if err != nil {
-		return err
+	var handler http.Handler
+	var mux *http.ServeMux
+	if s.ingest != nil {
+		api, err := httpapi.NewHandler(httpService{newService(s.cli, s.ingest, s.reader, s.status)}, s.cfg.HTTPLimits)
+		if err != nil {
+			return err
+		}
+		handler, mux = api, api.Mux()
+	} else {
+		mux = http.NewServeMux()
+		mux.HandleFunc("GET /healthz", serveHealthz)
+		handler = mux
 	}
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registry.MustRegister(s.ingest.Collectors()...)
-	registry.MustRegister(newStatusCollector(s))
-	if s.store != nil {
-		registry.MustRegister(newStoreCollector(s.store))
-	}
-	handler.Mux().Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /readyz", s.readiness.serveReadyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metricsRegistry(), promhttp.HandlerOpts{}))
 	if s.cfg.Pprof {
-		registerPprof(handler.Mux())
+		registerPprof(mux)
 	}
+	var err error
 	if s.httpLis, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen HTTP: %w", err)
 	}
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go s.http.Serve(s.httpLis)
 	return nil
+}
+
+// metricsRegistry holds the collectors of the roles this process runs.
+func (s *Server) metricsRegistry() *prometheus.Registry {
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if s.ingest != nil {
+		registry.MustRegister(s.ingest.Collectors()...)
+	}
+	registry.MustRegister(newStatusCollector(s))
+	if s.store != nil {
+		registry.MustRegister(newStoreCollector(s.store))
+	}
+	return registry
 }
 
 // GRPCAddr and HTTPAddr are where the server listens.
@@ -368,34 +407,27 @@ func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 // EtcdEndpoint is the embedded etcd server's client URL.
 func (s *Server) EtcdEndpoint() string { return s.etcd.Endpoint() }
 
-// WaitReady blocks until this process's roles are ready: a sequencer node
-// is serving or standing by, and a reader follows a leader's commit map.
+// WaitReady blocks until Ready answers nil (every role of the process is
+// ready) or ctx ends.
 func (s *Server) WaitReady(ctx context.Context) error {
 	for {
-		if s.ready() {
+		err := s.Ready()
+		if err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("orderlog did not become ready: %w", ctx.Err())
+			return fmt.Errorf("orderlog did not become ready: %w (%v)", ctx.Err(), err)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
 
-func (s *Server) ready() bool {
-	if s.reader == nil {
-		return s.sequencer == nil || s.sequencer.Status().Serving
-	}
-	epoch, _ := s.reader.Commits().Committed()
-	if s.sequencer != nil && s.sequencer.Status().Serving {
-		return epoch == int64(s.sequencer.Status().Epoch) // the reader follows this leader
-	}
-	return epoch > 0
-}
-
 // Close stops every role, then the store and etcd.
 func (s *Server) Close() {
+	if s.readiness != nil {
+		s.readiness.health.Shutdown() // NOT_SERVING from now on: clients move away first
+	}
 	if s.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_ = s.http.Shutdown(ctx)

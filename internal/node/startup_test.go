@@ -2,7 +2,7 @@ package node
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -23,7 +23,7 @@ func TestSecondProcessOnADataDirIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	first := startServer(t, dir)
 	started := time.Now()
-	second, err := Start(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: t.Logf})
+	second, err := Start(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: testLogger(t)})
 	if err == nil {
 		second.Close()
 		t.Fatal("a second node started on a data directory in use")
@@ -45,7 +45,7 @@ func TestBadSettingsTouchNothing(t *testing.T) {
 		"commit replication": {Commit: Replication{W: 3, A: 1, Tolerate: 1}},
 	} {
 		dir := t.TempDir()
-		cfg.DataDir, cfg.GRPCAddr, cfg.HTTPAddr, cfg.Logf = dir, "127.0.0.1:0", "127.0.0.1:0", t.Logf
+		cfg.DataDir, cfg.GRPCAddr, cfg.HTTPAddr, cfg.Logger = dir, "127.0.0.1:0", "127.0.0.1:0", testLogger(t)
 		if s, err := Start(cfg); err == nil {
 			s.Close()
 			t.Errorf("%s: a node started", name)
@@ -95,13 +95,13 @@ func TestCloseUnregistersTheStore(t *testing.T) {
 // so a setting that cannot work does not pass for a slow system.
 func TestLedgerOpenFailuresAreLogged(t *testing.T) {
 	logged := make(chan string, 100)
-	logf := func(format string, args ...any) {
+	logger := slog.New(slog.NewTextHandler(lineWriter(func(line string) {
 		select {
-		case logged <- fmt.Sprintf(format, args...):
+		case logged <- line:
 		default:
 		}
-	}
-	s, err := Start(Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logf: logf,
+	}), nil))
+	s, err := Start(Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: logger,
 		Ingest: ingest.Config{W: 3, A: 2, Tolerate: 1}})
 	if err != nil {
 		t.Fatal(err)

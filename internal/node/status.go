@@ -52,6 +52,7 @@ type statusCollector struct {
 	epoch     *prometheus.Desc
 	holes     *prometheus.Desc
 	lag       *prometheus.Desc
+	ready     *prometheus.Desc
 }
 
 func newStatusCollector(s *Server) *statusCollector {
@@ -62,6 +63,8 @@ func newStatusCollector(s *Server) *statusCollector {
 		holes:     prometheus.NewDesc("orderlog_hole_offsets", "Offsets below C that are holes.", nil, nil),
 		lag: prometheus.NewDesc("orderlog_committed_lag_offsets",
 			"Offsets the sequencer leader has published that the reader has not applied yet.", nil, nil),
+		ready: prometheus.NewDesc("orderlog_role_ready",
+			"1 when the role is ready (GET /readyz, the gRPC health service), else 0.", []string{"role"}, nil),
 	}
 }
 
@@ -70,9 +73,24 @@ func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.epoch
 	ch <- c.holes
 	ch <- c.lag
+	ch <- c.ready
 }
 
 func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.server.roles() {
+		ready := 0.0
+		if r.err == nil {
+			ready = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, ready, r.role)
+	}
+	if c.server.reader == nil { // a sequencer-only process: what it leads
+		if st := c.server.sequencer.Status(); st.Leader {
+			ch <- prometheus.MustNewConstMetric(c.committed, prometheus.GaugeValue, float64(st.Published))
+			ch <- prometheus.MustNewConstMetric(c.epoch, prometheus.GaugeValue, float64(st.Epoch))
+		}
+		return
+	}
 	epoch, committed := c.server.reader.Commits().Committed()
 	ch <- prometheus.MustNewConstMetric(c.committed, prometheus.GaugeValue, float64(committed))
 	ch <- prometheus.MustNewConstMetric(c.epoch, prometheus.GaugeValue, float64(epoch))

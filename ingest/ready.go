@@ -1,0 +1,29 @@
+package ingest
+
+import "errors"
+
+// Ready returns nil when the node can take produce traffic: it is
+// registered (NewNode created its liveness key) and its grant session has a
+// stream open to the sequencer leader. Otherwise it says what the node
+// waits for.
+func (n *Node) Ready() error {
+	select {
+	case <-n.stop:
+		return errors.New("ingest: node stopped")
+	default:
+	}
+	if s, ok := n.grants.(*SequencerSession); ok && !s.connected() {
+		return errors.New("ingest: no grant stream to a sequencer leader yet")
+	}
+	if n.grants.Epoch() == 0 {
+		return errors.New("ingest: no sequencer epoch known yet")
+	}
+	return nil
+}
+
+// connected reports whether a grant stream to the leader is open.
+func (s *SequencerSession) connected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.client != nil
+}

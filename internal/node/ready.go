@@ -1,0 +1,195 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"orderlog/internal/event"
+	"orderlog/proto/orderlogpb"
+	"orderlog/proto/sequencerpb"
+	"orderlog/proto/walpb"
+)
+
+// Readiness is answered in three places that must agree: GET /readyz, the
+// gRPC health service (grpc.health.v1) and Server.Ready. A role is ready
+// when it can serve its part:
+//   - sequencer: a standby campaigning with a live etcd session, or the
+//     leader once it grants;
+//   - ingest: registered, with a grant stream to the sequencer leader
+//     (ingest.Node.Ready);
+//   - reader (also run by the ingest role, for the HTTP API's reads): a
+//     first watermark of the commit map applied, so a read below C works;
+//   - WAL store: open and registered (it is, once Start returned).
+//
+// A process is ready when all its roles are.
+
+// roleReadiness is one role's readiness and the gRPC services it backs.
+type roleReadiness struct {
+	role     string
+	services []string
+	err      error
+}
+
+// roles lists the readiness of each role this process runs.
+func (s *Server) roles() []roleReadiness {
+	var out []roleReadiness
+	if s.sequencer != nil {
+		out = append(out, roleReadiness{"sequencer", []string{sequencerpb.Sequencer_ServiceDesc.ServiceName}, s.sequencer.Ready()})
+	}
+	if s.store != nil {
+		out = append(out, roleReadiness{"store", []string{walpb.WAL_ServiceDesc.ServiceName}, nil})
+	}
+	if s.ingest != nil {
+		out = append(out, roleReadiness{"ingest", []string{orderlogpb.Producer_ServiceDesc.ServiceName}, s.ingest.Ready()})
+	}
+	if s.reader != nil {
+		out = append(out, roleReadiness{"reader", []string{orderlogpb.Reader_ServiceDesc.ServiceName}, s.readerReady()})
+	}
+	for i, r := range out { // every reason names its role once
+		if r.err != nil && !strings.HasPrefix(r.err.Error(), r.role+":") {
+			out[i].err = fmt.Errorf("%s: %w", r.role, r.err)
+		}
+	}
+	return out
+}
+
+// errReaderNotInStep: the reader has applied no watermark yet, and reads
+// answer UNAVAILABLE.
+var errReaderNotInStep = errors.New("reader: waiting for the first watermark of the sequencer's commit map (reads answer UNAVAILABLE)")
+
+func (s *Server) readerReady() error {
+	if epoch, _ := s.reader.Commits().Committed(); epoch == 0 {
+		return errReaderNotInStep
+	}
+	return nil
+}
+
+// Ready returns nil when every role of the process is ready, else an error
+// naming each role that is not and what it waits for.
+func (s *Server) Ready() error {
+	var reasons []string
+	for _, r := range s.roles() {
+		if r.err != nil {
+			reasons = append(reasons, r.err.Error())
+		}
+	}
+	if len(reasons) > 0 {
+		return errors.New(strings.Join(reasons, "\n"))
+	}
+	return nil
+}
+
+// readiness publishes the process's readiness to the gRPC health service
+// and to Events.ReadinessChanged.
+type readiness struct {
+	server *Server
+	health *health.Server
+	events event.Listener
+	mu     struct {
+		sync.Mutex
+		known  bool
+		ready  bool
+		reason string
+	}
+}
+
+// registerObservability registers the health service and server
+// reflection on srv; their statuses start NOT_SERVING.
+func (s *Server) registerObservability(srv *grpc.Server) {
+	s.readiness = &readiness{server: s, health: health.NewServer(), events: s.events}
+	s.readiness.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(srv, s.readiness.health)
+	reflection.Register(srv)
+}
+
+// readinessPoll is how often the health service's statuses are refreshed
+// between /readyz requests (each of which refreshes them too).
+const readinessPoll = 50 * time.Millisecond
+
+// run refreshes the statuses until ctx ends, then marks everything
+// NOT_SERVING.
+func (r *readiness) run(ctx context.Context) {
+	t := time.NewTicker(readinessPoll)
+	defer t.Stop()
+	for {
+		r.refresh()
+		select {
+		case <-ctx.Done():
+			r.health.Shutdown()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// refresh evaluates every role, publishes the statuses, and returns the
+// process's readiness.
+func (r *readiness) refresh() error {
+	roles := r.server.roles()
+	var reasons []string
+	for _, role := range roles {
+		status := healthpb.HealthCheckResponse_SERVING
+		if role.err != nil {
+			status = healthpb.HealthCheckResponse_NOT_SERVING
+			reasons = append(reasons, role.err.Error())
+		}
+		for _, svc := range role.services {
+			r.health.SetServingStatus(svc, status)
+		}
+	}
+	var err error
+	overall := healthpb.HealthCheckResponse_SERVING
+	if len(reasons) > 0 {
+		err = errors.New(strings.Join(reasons, "\n"))
+		overall = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	r.health.SetServingStatus("", overall)
+	r.health.SetServingStatus(orderlogpb.Admin_ServiceDesc.ServiceName, overall)
+	r.note(err)
+	return err
+}
+
+// note fires ReadinessChanged when the readiness changed.
+func (r *readiness) note(err error) {
+	reason := ""
+	if err != nil {
+		reason = err.Error()
+	}
+	r.mu.Lock()
+	changed := !r.mu.known || r.mu.ready != (err == nil) || r.mu.reason != reason
+	r.mu.known, r.mu.ready, r.mu.reason = true, err == nil, reason
+	r.mu.Unlock()
+	if changed {
+		r.events.ReadinessChanged(event.ReadinessInfo{Ready: err == nil, Reason: reason})
+	}
+}
+
+// serveReadyz answers GET /readyz: 200 "ready" when every role is ready,
+// else 503 "not ready" and one line per role that is not, saying what it
+// waits for.
+func (r *readiness) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := r.refresh(); err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "not ready\n%s\n", err)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// serveHealthz answers GET /healthz: the process is alive.
+func serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintln(w, `{"status":"ok"}`)
+}
