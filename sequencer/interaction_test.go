@@ -30,7 +30,7 @@ import (
 //	incarnation gone incarnation=n1              ingest/n1 was deleted in etcd
 //	ledger open id=1 writer=n1 epoch=5           ledger metadata read from etcd
 //	ledger closed id=1 [entries=0:[0,10)]        closed (by writer or recovery)
-//	grant session=n1 ledger=1 count=100 [batch=1]
+//	grant session=n1 ledger=1 count=100 [batch=1] (default: the stream's last batch + 1)
 //	written session=n1 ledger=1 entry=0 offsets=[0,100)
 //	unused session=n1 ledger=1 offsets=[90,100)
 //	reserve ok [to=N]                            the seq/reserved CAS succeeded
@@ -114,27 +114,45 @@ func (e *machineEnv) run(a *scriptArgs, out *strings.Builder) error {
 	if e.m == nil {
 		return fmt.Errorf("%s: no machine yet (start with new)", a.cmd)
 	}
-	handlers := map[string]func(*scriptArgs, *strings.Builder) error{
-		"session":     e.session,
-		"heartbeat":   e.heartbeat,
-		"incarnation": e.incarnation,
-		"ledger":      e.ledger,
-		"grant":       e.grant,
-		"written":     e.written,
-		"unused":      e.unused,
-		"reserve":     e.reserve,
-		"deposed":     e.deposed,
-		"confirm":     e.confirm,
-		"tick":        e.tick,
-		"ready":       e.ready,
-		"advance":     e.advance,
-		"status":      e.status,
-	}
-	h, ok := handlers[a.cmd]
-	if !ok {
+	h := e.handler(a.cmd)
+	if h == nil {
 		return fmt.Errorf("unknown command %q", a.cmd)
 	}
 	return h(a, out)
+}
+
+func (e *machineEnv) handler(cmd string) func(*scriptArgs, *strings.Builder) error {
+	switch cmd {
+	case "session":
+		return e.session
+	case "heartbeat":
+		return e.heartbeat
+	case "incarnation":
+		return e.incarnation
+	case "ledger":
+		return e.ledger
+	case "grant":
+		return e.grant
+	case "written":
+		return e.written
+	case "unused":
+		return e.unused
+	case "reserve":
+		return e.reserve
+	case "deposed":
+		return e.deposed
+	case "confirm":
+		return e.confirm
+	case "tick":
+		return e.tick
+	case "ready":
+		return e.ready
+	case "advance":
+		return e.advance
+	case "status":
+		return e.status
+	}
+	return nil
 }
 
 // newMachine builds the machine of a new leader from its config and the
