@@ -71,6 +71,11 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { // before the stores and etcd go: it stops the writer's goroutines
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = w.Close(ctx)
+	})
 	return &fixture{etcd: cli, dialer: dialer, writer: w, source: NewLedgerSource(cli, dialer)}
 }
 
