@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"orderlog/ingest"
@@ -16,18 +17,26 @@ func runDev(args []string) error {
 	fs := newFlagSet("dev", "dev [flags]\n\nRuns everything in one process: an embedded etcd server, a WAL store, the\nsequencer, an ingest node, the reader, and the gRPC and HTTP APIs. All state\nlives under --data; stop with Ctrl-C and start again to continue where it was.")
 	dataDir := fs.String("data", "./data", "directory for all state (etcd/, wal/)")
 	grpcAddr := fs.String("grpc-addr", "127.0.0.1:7070", "gRPC API address (producers, readers, and internal services)")
-	httpAddr := fs.String("http-addr", "127.0.0.1:7080", "HTTP/JSON API address (also /metrics and /healthz)")
+	httpAddr := fs.String("http-addr", "127.0.0.1:7080", "HTTP/JSON API address (also /metrics, /healthz and /readyz)")
 	etcdAddr := fs.String("etcd-addr", "127.0.0.1:2379", "client address of the embedded etcd server")
 	fsync := fs.String("fsync", wal.DefaultPolicy, `WAL fsync policy: "always,delay=<duration>" (fsync before every ack; waits that long after each fsync so more messages share the next), "always" (the same without the wait) or "interval=<duration>" (weaker)`)
 	ackMode := fs.String("ack-mode", "quorum", `when producers are acknowledged: "quorum" (durable on the ack quorum) or "leader"`)
 	maxMessage := fs.Int("max-message-bytes", 1<<20, "largest message value accepted")
 	pprof := fs.Bool("pprof", false, "serve Go runtime profiles under /debug/pprof/ on the HTTP address")
+	slowSync := fs.Duration("slow-fsync", wal.DefaultSlowSync, "log each WAL fdatasync that takes at least this long")
+	var lf logFlags
+	lf.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	logger, err := lf.logger(os.Stderr)
+	if err != nil {
 		return err
 	}
 	cfg := node.Config{
 		DataDir: *dataDir, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, EtcdAddr: *etcdAddr, FsyncPolicy: *fsync,
 		Ingest: ingest.Config{AckMode: ingest.AckMode(*ackMode), MaxMessageBytes: *maxMessage}, Pprof: *pprof,
+		Logger: logger, SlowSync: *slowSync,
 	}
 	cfg.HTTPLimits.MaxMessageBytes = *maxMessage
 	signals, stopped := stopSignals()

@@ -19,27 +19,39 @@ import (
 type roleFlags struct {
 	etcd     string
 	grpcAddr string
+	httpAddr string
 	name     string
+	log      logFlags
 }
 
-func (r *roleFlags) register(fs *flag.FlagSet, defaultGRPC string) {
+func (r *roleFlags) register(fs *flag.FlagSet, defaultGRPC, defaultHTTP, httpUse string) {
 	fs.StringVar(&r.etcd, "etcd", "", "comma-separated client URLs of the etcd cluster (required)")
-	fs.StringVar(&r.grpcAddr, "grpc-addr", defaultGRPC, "gRPC address this role serves on")
+	fs.StringVar(&r.grpcAddr, "grpc-addr", defaultGRPC, "gRPC address this role serves on (with the grpc.health.v1 health service and server reflection)")
+	fs.StringVar(&r.httpAddr, "http-addr", defaultHTTP, "HTTP address: "+httpUse)
 	host, _ := os.Hostname()
 	fs.StringVar(&r.name, "name", host, "node name (in incarnations and ledger metadata)")
+	r.log.register(fs)
 }
+
+// observabilityUse says what every role's HTTP address serves.
+const observabilityUse = "/metrics, /healthz (alive) and /readyz (ready to serve the role)"
 
 func (r *roleFlags) config(roles node.Roles) (node.Config, error) {
 	if r.etcd == "" {
 		return node.Config{}, errors.New("--etcd is required (use `orderlog dev` for a single machine)")
 	}
-	return node.Config{Roles: roles, EtcdEndpoints: strings.Split(r.etcd, ","), GRPCAddr: r.grpcAddr, NodeName: r.name}, nil
+	logger, err := r.log.logger(os.Stderr)
+	if err != nil {
+		return node.Config{}, err
+	}
+	return node.Config{Roles: roles, EtcdEndpoints: strings.Split(r.etcd, ","), GRPCAddr: r.grpcAddr, HTTPAddr: r.httpAddr,
+		NodeName: r.name, Logger: logger}, nil
 }
 
 func runSequencer(args []string) error {
 	fs := newFlagSet("sequencer", "sequencer --etcd URLS [flags]\n\nCampaigns for sequencer leadership; the leader grants offsets, writes the\ncommit log and serves the commit map. Run two or three for failover.")
 	var rf roleFlags
-	rf.register(fs, "127.0.0.1:7071")
+	rf.register(fs, "127.0.0.1:7071", "127.0.0.1:7081", observabilityUse)
 	var commit node.Replication
 	fs.IntVar(&commit.W, "commit-w", 3, "stores per commit ledger (W)")
 	fs.IntVar(&commit.A, "commit-a", 2, "acks per commit entry (A)")
@@ -58,9 +70,9 @@ func runSequencer(args []string) error {
 func runIngest(args []string) error {
 	fs := newFlagSet("ingest", "ingest --etcd URLS --data DIR [flags]\n\nRuns a WAL store and an ingest node: producer sessions over gRPC, the HTTP\nAPI, and ledgers replicated on W registered stores.")
 	var rf roleFlags
-	rf.register(fs, "127.0.0.1:7070")
+	rf.register(fs, "127.0.0.1:7070", "127.0.0.1:7080", "the HTTP/JSON API, "+observabilityUse)
 	dataDir := fs.String("data", "./data", "directory of this node's WAL store")
-	httpAddr := fs.String("http-addr", "127.0.0.1:7080", "HTTP/JSON API address")
+	slowSync := fs.Duration("slow-fsync", wal.DefaultSlowSync, "log each WAL fdatasync that takes at least this long")
 	var in ingest.Config
 	fs.IntVar(&in.W, "w", 3, "stores per ledger (W)")
 	fs.IntVar(&in.A, "a", 2, "acks per entry (A)")
@@ -76,7 +88,7 @@ func runIngest(args []string) error {
 		return err
 	}
 	in.AckMode = ingest.AckMode(*ackMode)
-	cfg.Ingest, cfg.DataDir, cfg.HTTPAddr, cfg.FsyncPolicy = in, *dataDir, *httpAddr, *fsync
+	cfg.Ingest, cfg.DataDir, cfg.FsyncPolicy, cfg.SlowSync = in, *dataDir, *fsync, *slowSync
 	cfg.HTTPLimits.MaxMessageBytes = in.MaxMessageBytes
 	return serveRole("ingest", cfg)
 }
@@ -84,7 +96,7 @@ func runIngest(args []string) error {
 func runReader(args []string) error {
 	fs := newFlagSet("reader", "reader --etcd URLS [flags]\n\nFollows the sequencer's commit map and serves Read, Tail and Query over gRPC.")
 	var rf roleFlags
-	rf.register(fs, "127.0.0.1:7072")
+	rf.register(fs, "127.0.0.1:7072", "127.0.0.1:7082", observabilityUse)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -104,7 +116,7 @@ func serveRole(role string, cfg node.Config) error {
 		return err
 	}
 	defer server.Close()
-	fmt.Printf("orderlog %s serving gRPC on %s\n", role, server.GRPCAddr())
+	fmt.Printf("orderlog %s serving gRPC on %s, HTTP on http://%s\n", role, server.GRPCAddr(), server.HTTPAddr())
 	<-signals.Done()
 	stopped()
 	fmt.Printf("orderlog %s: stopping\n", role)
