@@ -405,6 +405,8 @@ func TestCrashBeforeCheckpointsLosesNothing(t *testing.T) {
 		mustAppend(t, s, 1, next, next+1)
 	}
 	fsys.Crash() // the old store is abandoned, its release loop still held
+	abandoned := s
+	t.Cleanup(func() { close(held.hold); abandoned.Close() }) // its loops end with the test
 	s = openMem(t, fsys, nil)
 	defer s.Close()
 	if len(s.Corruptions()) > 0 {

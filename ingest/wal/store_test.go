@@ -22,6 +22,10 @@ func openMem(t *testing.T, fsys *walfs.CrashFS, mod func(*Config)) *Store {
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
+	// A store the test abandoned (a simulated crash) still runs its commit
+	// and release loops: stop them once the test is over (ErrClosed for a
+	// store the test closed).
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
