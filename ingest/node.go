@@ -8,18 +8,20 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"orderlog/ingest/batch"
+	"orderlog/ingest/coordinator"
 	"orderlog/ingest/ledger"
 	"orderlog/ingest/pipeline"
-	"orderlog/ingest/producer"
 	"orderlog/internal/keys"
 )
 
 // EnsembleChooser picks the W stores of a new ledger.
 type EnsembleChooser func(ctx context.Context, w int) ([]ledger.Member, error)
 
-// Node is one ingest node. All protocol state is owned by its loop
-// goroutine; other goroutines hand it work through do.
+// Node is one ingest node: the I/O around its coordination machine
+// (package coordinator). All machine state is owned by the loop goroutine;
+// other goroutines hand it work through do, and the slow operations the
+// machine asks for (etcd writes, ledger opens and closes, takeovers) run on
+// goroutines of their own that report back through do.
 type Node struct {
 	cfg         Config
 	etcd        *clientv3.Client
@@ -35,35 +37,16 @@ type Node struct {
 	wg     sync.WaitGroup // async helpers (ledger opens, closes, takeovers)
 
 	// Owned by the loop goroutine.
-	table      *producer.Table
-	pipe       *pipeline.Pipeline
-	writer     *ledger.Writer // the open ledger, or nil
-	closing    map[uint64]bool
-	producers  map[uint64]*producerSession
-	dupWaiters map[seqKey][]ackTarget
-	topicsSeen map[string]bool
-	buckets    [idempotencyBuckets]*keyBucket
-	bucketOf   map[uint64]*keyBucket // by the bucket's producer id
-	grantAsked map[uint64]time.Time  // batch id → when its grant was requested
-	// refusedInARow counts grant refusals since the last grant: each one
-	// closes the ledger, and the next is opened only after a pause that
-	// grows with it (refusalPause).
-	refusedInARow int
-	ledgerErrors  repeatedError // written by openLedger's goroutines
-	metrics       *nodeMetrics
-	scratch       struct { // encodeBatch's reusable space
-		records []batch.Record
-		runs    []batch.ProducerRun
-	}
-}
+	machine     *coordinator.Machine
+	writer      *ledger.Writer // the open ledger, or nil
+	topicsSeen  map[string]bool
+	grantAsked  map[uint64]time.Time // batch id → when its grant was requested
+	initWaiters map[uint64]chan coordinator.InitDone
+	nextInit    uint64
+	encoder     coordinator.Encoder
 
-// seqKey names one message of one producer.
-type seqKey struct{ producer, seq uint64 }
-
-// ackTarget is a message of a frame waiting for an offset.
-type ackTarget struct {
-	frame *frame
-	index int
+	ledgerErrors repeatedError // written by openLedger's goroutines
+	metrics      *nodeMetrics
 }
 
 // GrantSessionFactory opens the grant session of a node incarnation whose
@@ -77,7 +60,7 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pipe, err := pipeline.New(cfg.Pipeline)
+	machine, err := coordinator.New(coordinator.Config{DedupWindow: cfg.DedupWindow, Pipeline: cfg.Pipeline})
 	if err != nil {
 		return nil, err
 	}
@@ -85,10 +68,8 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 		cfg: cfg, etcd: etcd, stores: stores, ensemble: ensemble,
 		incarnation: fmt.Sprintf("%s-%d", cfg.NodeName, time.Now().UnixNano()),
 		events:      make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		table: producer.NewTable(cfg.DedupWindow), pipe: pipe, closing: make(map[uint64]bool),
-		producers: make(map[uint64]*producerSession), dupWaiters: make(map[seqKey][]ackTarget),
-		topicsSeen: make(map[string]bool), bucketOf: make(map[uint64]*keyBucket), grantAsked: make(map[uint64]time.Time),
-		metrics: newNodeMetrics(),
+		machine: machine, topicsSeen: make(map[string]bool), grantAsked: make(map[uint64]time.Time),
+		initWaiters: make(map[uint64]chan coordinator.InitDone), metrics: newNodeMetrics(),
 	}
 	if err := n.register(ctx); err != nil {
 		return nil, err
@@ -189,40 +170,76 @@ func (n *Node) loop() {
 	}
 }
 
-// drive acts on the pipeline's outputs until it has nothing more to say.
+// drive acts on the machine's outputs until it has nothing more to say.
 func (n *Node) drive() {
 	for {
-		ready := n.pipe.Ready()
+		ready := n.machine.Ready()
 		if ready.Empty() {
 			return
 		}
-		for _, g := range ready.GrantRequests {
-			n.grantAsked[g.BatchID] = time.Now()
-			n.grants.Grant(g.BatchID, g.Ledger, g.Count)
-		}
-		n.appendBatches(ready.Appends)
-		for _, w := range ready.Written {
-			n.grants.Written(w.Ledger, w.Entry, w.Span)
-		}
-		for _, u := range ready.Unused {
-			n.grants.Unused(u.Ledger, u.Span)
-		}
-		for _, b := range ready.Acked {
-			n.ackEarly(b)
-		}
-		for _, b := range ready.Logged {
-			n.logged(b)
-		}
-		if ready.NeedLedger {
-			n.openLedger() // after Logged: its snapshot must count them durable
-		}
+		n.act(&ready)
 	}
+}
+
+// act carries out one Ready, in its field order.
+func (n *Node) act(ready *coordinator.Ready) {
+	for _, g := range ready.GrantRequests {
+		n.grantAsked[g.BatchID] = time.Now()
+		n.grants.Grant(g.BatchID, g.Ledger, g.Count)
+	}
+	n.appendEntries(ready.Appends)
+	for _, id := range ready.LedgersClosed {
+		n.grants.LedgerClosed(id)
+	}
+	for _, w := range ready.Written {
+		n.grants.Written(w.Ledger, w.Entry, w.Span)
+	}
+	for _, u := range ready.Unused {
+		n.grants.Unused(u.Ledger, u.Span)
+	}
+	for _, b := range ready.Logged {
+		n.observeLogged(b)
+	}
+	for _, f := range ready.Answers {
+		frameOf(f).answer(f.Response())
+	}
+	for _, f := range ready.Releases {
+		frameOf(f).releaseBuffer()
+	}
+	if ready.OpenLedger != nil {
+		n.openLedger(ready.OpenLedger)
+	}
+	n.closeLedgers(ready.CloseLedgers)
+	for _, t := range ready.Takeovers {
+		n.async(func() { n.takeover(t) })
+	}
+	for _, r := range ready.RecordStates {
+		n.async(func() { n.recordState(r) })
+	}
+	for _, index := range ready.RegisterBuckets {
+		n.async(func() { n.registerBucket(index) })
+	}
+	for _, done := range ready.InitsDone {
+		n.answerInit(done)
+	}
+}
+
+// observeLogged counts a durable batch in the metrics.
+func (n *Node) observeLogged(b *pipeline.Batch) {
+	now := time.Now()
+	if !b.AppendedAt.IsZero() {
+		n.metrics.confirmLatency.Observe(now.Sub(b.AppendedAt).Seconds())
+	}
+	for _, m := range b.Messages {
+		frameOf(m.Payload.(*coordinator.MessageRef).Frame).times.confirmed = now
+	}
+	n.metrics.loggedMessages.Add(float64(len(b.Messages)))
 }
 
 // Producers is the number of producers this node owns or is taking over.
 func (n *Node) Producers() int {
 	count := make(chan int, 1)
-	if !n.do(func() { count <- len(n.producers) }) {
+	if !n.do(func() { count <- n.machine.Producers() }) {
 		return 0
 	}
 	return <-count

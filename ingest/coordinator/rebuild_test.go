@@ -1,4 +1,4 @@
-package ingest
+package coordinator
 
 import (
 	"slices"
@@ -36,7 +36,7 @@ func snapshotEntry(t *testing.T, states ...producer.State) []byte {
 // after it was taken) must not undo them; seq 7 keeps offset 107.
 func TestRebuildKeepsWhatEarlierEntriesMadeDurable(t *testing.T) {
 	const id = 3
-	b := newStateBuilder(id, 16)
+	b := NewStateBuilder(id, 16)
 	entries := [][]byte{
 		snapshotEntry(t, producer.State{ID: id, Epoch: 1}), // ledger 1, entry 0
 		runEntry(t, id, 0, 100, 10),                        // seqs 0..9 at 100..109
@@ -44,11 +44,11 @@ func TestRebuildKeepsWhatEarlierEntriesMadeDurable(t *testing.T) {
 		runEntry(t, id, 10, 200, 2), // seqs 10, 11 at 200, 201
 	}
 	for i, e := range entries {
-		if err := b.apply(e); err != nil {
+		if err := b.Apply(e); err != nil {
 			t.Fatalf("entry %d: %v", i, err)
 		}
 	}
-	s := b.state()
+	s := b.State()
 	want := []uint64{100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 200, 201}
 	if s.DurableNext != 12 || !slices.Equal(s.Window, want) {
 		t.Fatalf("rebuilt next %d window %v, want 12 %v", s.DurableNext, s.Window, want)
@@ -59,11 +59,11 @@ func TestRebuildKeepsWhatEarlierEntriesMadeDurable(t *testing.T) {
 // every later seq a wrong offset in the window; the rebuild fails instead.
 func TestRebuildRefusesAGapInSeqs(t *testing.T) {
 	const id = 3
-	b := newStateBuilder(id, 16)
-	if err := b.apply(snapshotEntry(t, producer.State{ID: id, Epoch: 1, DurableNext: 5, Window: []uint64{0, 1, 2, 3, 4}})); err != nil {
+	b := NewStateBuilder(id, 16)
+	if err := b.Apply(snapshotEntry(t, producer.State{ID: id, Epoch: 1, DurableNext: 5, Window: []uint64{0, 1, 2, 3, 4}})); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.apply(runEntry(t, id, 10, 200, 2)); err == nil {
-		t.Fatalf("a run at seq 10 after seq 4 was accepted: %+v", b.state())
+	if err := b.Apply(runEntry(t, id, 10, 200, 2)); err == nil {
+		t.Fatalf("a run at seq 10 after seq 4 was accepted: %+v", b.State())
 	}
 }

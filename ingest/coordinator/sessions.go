@@ -1,0 +1,221 @@
+package coordinator
+
+import (
+	"orderlog/ingest/producer"
+	"orderlog/internal/apierr"
+	"orderlog/proto/orderlogpb"
+)
+
+// snapshotInNextLedger marks a producer whose state snapshot will be entry
+// 0 of the next ledger this node opens.
+const snapshotInNextLedger = -1
+
+// session is a producer this node owns or is taking over.
+//
+// Invariant: frames of a producer are processed only once ready, which is
+// after its state was rebuilt, a snapshot of that state was confirmed in one
+// of this node's ledgers, and that ledger was recorded in the producer's
+// etcd record — so the next owner rebuilds from a state that includes every
+// message this node logs for it.
+type session struct {
+	// epoch is the highest epoch InitProducer gave the producer while the
+	// session was settling; settle fences the table at it.
+	epoch          uint64
+	settled        bool     // state rebuilt and in the table
+	keyed          bool     // an idempotency-key bucket
+	keys           []string // its rebuilt keys, aligned with the window
+	ready          bool
+	held           []*Frame
+	snapshotLedger uint64
+	snapshotEntry  int64
+	recording      bool
+}
+
+// pendingInit is an InitProducer waiting for its producer's session to be
+// ready and the older instance's in-flight messages to be logged, so the
+// new instance continues right after them.
+type pendingInit struct {
+	token    uint64 // the caller's; unused for a bucket
+	producer uint64
+	epoch    uint64
+	bucket   int // the idempotency bucket registering, or -1
+}
+
+// InitProducer: etcd made this node the owner of producer id at epoch (an
+// InitProducer call, token names it). The session is fenced at the new
+// epoch, or taken over; InitsDone answers token once it is ready.
+func (m *Machine) InitProducer(id, epoch, token uint64) {
+	m.initSession(id, epoch, false)
+	m.inits = append(m.inits, &pendingInit{token: token, producer: id, epoch: epoch, bucket: -1})
+}
+
+func (m *Machine) initSession(id, epoch uint64, keyed bool) {
+	if s, ok := m.producers[id]; ok {
+		s.epoch = max(s.epoch, epoch)
+		m.table.Fence(id, epoch)
+		return
+	}
+	s := m.session(id, epoch)
+	s.keyed = keyed
+}
+
+// session returns the producer's session, starting a takeover at epoch if
+// the node does not own the producer yet.
+func (m *Machine) session(id, epoch uint64) *session {
+	s, ok := m.producers[id]
+	if !ok {
+		s = &session{epoch: epoch, snapshotEntry: snapshotInNextLedger}
+		m.producers[id] = s
+		m.ready.Takeovers = append(m.ready.Takeovers, Takeover{Producer: id, Epoch: epoch})
+	}
+	return s
+}
+
+// TakeoverResult is the outcome of a Takeover: the producer's epoch as
+// etcd holds it (Current), its state rebuilt from the ledgers, or an API
+// error (PRODUCER_FENCED, UNKNOWN_PRODUCER, UNAVAILABLE…).
+type TakeoverResult struct {
+	Producer, Epoch uint64 // as asked
+	Current         uint64
+	State           producer.State
+	Err             error
+}
+
+// TakeoverDone: a Takeover finished.
+func (m *Machine) TakeoverDone(r TakeoverResult) {
+	s, ok := m.producers[r.Producer]
+	if !ok {
+		return
+	}
+	if r.Err != nil && s.epoch > r.Epoch && s.epoch >= r.Current {
+		// An InitProducer raised the epoch while this takeover ran for an
+		// older instance's frame: take over at the new epoch. The held
+		// frames are judged against it once the state is settled (the older
+		// instance's are fenced then), and the new instance is not told it
+		// is fenced.
+		m.ready.Takeovers = append(m.ready.Takeovers, Takeover{Producer: r.Producer, Epoch: s.epoch})
+		return
+	}
+	if r.Err != nil {
+		m.dropSession(r.Producer, r.Err)
+		return
+	}
+	m.settle(r.Producer, s, r.State)
+}
+
+// settle installs a rebuilt state and makes it durable in this node's own
+// ledger.
+func (m *Machine) settle(id uint64, s *session, state producer.State) {
+	state.Epoch = max(state.Epoch, s.epoch)
+	m.table.Register(state)
+	s.settled = true
+	if s.keyed {
+		s.keys = state.Keys
+	}
+	m.writeSnapshot(id, s)
+}
+
+// writeSnapshot appends a one-producer snapshot entry to the open ledger,
+// or, without one, leaves the snapshot to entry 0 of the next ledger.
+func (m *Machine) writeSnapshot(id uint64, s *session) {
+	if m.ledger.id == 0 {
+		s.snapshotLedger, s.snapshotEntry = 0, snapshotInNextLedger
+		m.pipe.WantLedger()
+		return
+	}
+	state, _ := m.table.Get(id)
+	s.snapshotLedger = m.ledger.id
+	s.snapshotEntry = m.appendEntry(Append{Snapshot: m.withKeys([]producer.State{state})})
+}
+
+// snapshotsDurable asks, for every producer whose snapshot entry in ledger
+// is now durable (≤ through), for that ledger to be recorded as its state
+// ledger.
+func (m *Machine) snapshotsDurable(ledger uint64, through int64) {
+	for _, id := range sortedIDs(m.producers, func(s *session) bool {
+		return s.settled && !s.ready && !s.recording && s.snapshotLedger == ledger && s.snapshotEntry >= 0 && s.snapshotEntry <= through
+	}) {
+		m.producers[id].recording = true
+		m.ready.RecordStates = append(m.ready.RecordStates, StateRecord{Producer: id, Ledger: ledger})
+	}
+}
+
+// StateRecorded: a RecordStates write finished; err is an API error
+// (PRODUCER_FENCED if the producer moved to another node).
+func (m *Machine) StateRecorded(id uint64, err error) {
+	s, ok := m.producers[id]
+	if !ok {
+		return
+	}
+	s.recording = false
+	if err != nil {
+		m.dropSession(id, err)
+		return
+	}
+	s.ready = true
+	held := s.held
+	s.held = nil
+	for _, f := range held {
+		m.produceOwned(f)
+	}
+}
+
+// dropSession forgets a producer, refusing what waited for it.
+func (m *Machine) dropSession(id uint64, err error) {
+	s, ok := m.producers[id]
+	if !ok {
+		return
+	}
+	delete(m.producers, id)
+	m.table.Remove(id)
+	for _, f := range s.held {
+		m.refuse(f, err)
+	}
+	kept := m.inits[:0]
+	for _, p := range m.inits {
+		if p.producer != id {
+			kept = append(kept, p)
+			continue
+		}
+		m.initDone(p, nil, err)
+	}
+	clear(m.inits[len(kept):])
+	m.inits = kept
+}
+
+// answerInits answers the InitProducer calls whose producer is ready and
+// has nothing in flight.
+func (m *Machine) answerInits() {
+	if len(m.inits) == 0 {
+		return
+	}
+	kept := m.inits[:0]
+	for _, p := range m.inits {
+		s, ok := m.producers[p.producer]
+		if !ok || !s.ready || m.table.InFlight(p.producer) > 0 {
+			kept = append(kept, p)
+			continue
+		}
+		state, _ := m.table.Get(p.producer)
+		m.initDone(p, &orderlogpb.InitProducerResponse{ProducerId: p.producer, Epoch: p.epoch, NextSeq: state.DurableNext}, nil)
+	}
+	clear(m.inits[len(kept):])
+	m.inits = kept
+}
+
+func (m *Machine) initDone(p *pendingInit, resp *orderlogpb.InitProducerResponse, err error) {
+	if p.bucket >= 0 {
+		m.bucketRegistered(m.buckets[p.bucket], resp, err)
+		return
+	}
+	m.ready.InitsDone = append(m.ready.InitsDone, InitDone{Token: p.token, Response: resp, Err: err})
+}
+
+// staleEpochError is the refusal of a frame whose epoch is not the
+// producer's current one.
+func StaleEpochError(id, asked, current uint64) error {
+	if asked < current {
+		return apierr.New(apierr.ProducerFenced, "producer %d epoch %d is fenced by epoch %d", id, asked, current)
+	}
+	return apierr.New(apierr.UnknownProducer, "producer %d has no epoch %d (current %d): call InitProducer", id, asked, current)
+}

@@ -1,0 +1,516 @@
+package coordinator
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"orderlog/ingest/batch"
+	"orderlog/ingest/pipeline"
+	"orderlog/ingest/producer"
+	"orderlog/internal/apierr"
+	"orderlog/proto/orderlogpb"
+)
+
+// The simulation runs two ingest nodes (Machines) against simulated
+// ledgers, a simulated sequencer and simulated etcd records in one
+// deterministic world driven by a seeded random schedule. Entries hold real
+// batch payloads, so a takeover rebuilds a producer's state with the real
+// StateBuilder. Producers (idempotent clients, pipelining up to three
+// frames, retrying old frames) and one Idempotency-Key client send frames;
+// the schedule interleaves grants, refusals, confirmations, append and
+// ledger failures, closes, takeovers, etcd answers and node crashes with
+// restarts. After every step the world checks: every acknowledged
+// (producer, seq) has exactly one offset and was durable when acknowledged,
+// a retry gets the original offset, no offset and no (producer, seq) is
+// logged twice, each producer's seqs become durable in order without a gap.
+//
+// A producer moves to another node only when its node crashed: handing a
+// producer over from a live owner is DESIGN.md §6's Release protocol,
+// which the machine does not have yet.
+
+// simWorld is the whole simulated system.
+type simWorld struct {
+	t      testing.TB
+	seed   uint64
+	rng    *rand.Rand
+	trace  []string
+	step   int
+	nodes  [2]*simNode
+	ledger struct {
+		all  map[uint64]*simLedger
+		next uint64
+	}
+	etcd struct {
+		producers map[uint64]*simProducerRecord
+		byName    map[string]uint64
+		nextID    uint64
+	}
+	nextOffset uint64
+	tokens     uint64 // InitProducer tokens handed out
+	clients    []*simClient
+	keyed      *simKeyedClient
+	check      simChecker
+	stats      simStats
+}
+
+type simStats struct {
+	acked, refusals, crashes, takeovers, closes, appendFailures uint64
+}
+
+// simLedger is a ledger in miniature (DESIGN.md §4): its writer appends
+// entries, confirms them in order (lac), closes at its LAC; a recovery
+// keeps the LAC plus a random part of the unconfirmed entries.
+type simLedger struct {
+	id      uint64
+	writer  string
+	entries []simEntry
+	lac     int64
+	closed  bool
+	last    int64
+	durable int64 // entries ≤ durable were handed to the checker
+}
+
+// simEntry is one entry: its payload and, for the checker, its messages.
+type simEntry struct {
+	payload []byte
+	first   uint64
+	msgs    []simMsg
+}
+
+type simMsg struct {
+	producer, seq uint64
+	key           string
+}
+
+// durableThrough is the last entry that can never be lost.
+func (l *simLedger) durableThrough() int64 {
+	if l.closed {
+		return l.last
+	}
+	return l.lac
+}
+
+type simProducerRecord struct {
+	id, epoch   uint64
+	name, owner string
+	stateLedger uint64
+}
+
+// simNode is one ingest node: a machine and what its driver holds.
+type simNode struct {
+	slot        int
+	incarnation string
+	generation  int
+	m           *Machine
+	alive       bool
+	writer      uint64   // the ledger the driver has open, 0 none
+	inbox       []*Frame // sent by clients, not yet taken up: a stream, in order
+	grants      []pipeline.GrantRequest
+	pending     []simEvent // answers of slow operations, delivered in any order
+	opening     bool
+	encoder     Encoder
+	released    map[*Frame]bool
+}
+
+// simEvent is a slow operation's answer waiting to be delivered.
+type simEvent struct {
+	name string
+	fn   func()
+}
+
+func newSimWorld(t testing.TB, seed uint64) *simWorld {
+	w := &simWorld{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	w.ledger.all = make(map[uint64]*simLedger)
+	w.etcd.producers = make(map[uint64]*simProducerRecord)
+	w.etcd.byName = make(map[string]uint64)
+	w.check = newSimChecker(w)
+	for i := range w.nodes {
+		w.nodes[i] = &simNode{slot: i}
+		w.startNode(w.nodes[i])
+	}
+	for i := range 3 {
+		w.clients = append(w.clients, &simClient{name: fmt.Sprintf("p%d", i), node: i % 2})
+	}
+	w.keyed = &simKeyedClient{node: 0}
+	return w
+}
+
+func (w *simWorld) fatalf(format string, args ...any) {
+	w.t.Helper()
+	tail := w.trace[max(0, len(w.trace)-30):]
+	w.t.Fatalf("seed %d step %d: %s\nlast steps:\n  %s\nreplay: go test ./ingest/coordinator -run TestSimulation -sim.seed=%d -v",
+		w.seed, w.step, fmt.Sprintf(format, args...), strings.Join(tail, "\n  "), w.seed)
+}
+
+func (w *simWorld) logf(format string, args ...any) {
+	w.trace = append(w.trace, fmt.Sprintf("%d: ", w.step)+fmt.Sprintf(format, args...))
+}
+
+// startNode gives a node slot a new incarnation with an empty machine.
+func (w *simWorld) startNode(n *simNode) {
+	n.generation++
+	n.incarnation = fmt.Sprintf("n%d.%d", n.slot, n.generation)
+	m, err := New(Config{DedupWindow: 8, Pipeline: pipeline.Config{MaxBatchMessages: 4, MaxInFlight: 3}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	n.m, n.alive, n.writer, n.opening = m, true, 0, false
+	n.inbox, n.grants, n.pending = nil, nil, nil
+	n.released = make(map[*Frame]bool)
+	w.logf("%s starts", n.incarnation)
+}
+
+// crash kills a node: its machine and everything in flight to it are gone;
+// its ledgers stay as they are until someone recovers them.
+func (w *simWorld) crash(n *simNode) {
+	w.logf("%s crashes", n.incarnation)
+	w.stats.crashes++
+	n.alive = false
+	for _, c := range w.clients {
+		if c.node == n.slot {
+			c.lost()
+		}
+	}
+	if w.keyed.node == n.slot {
+		w.keyed.lost()
+	}
+}
+
+// later queues a slow operation's answer on node n.
+func (w *simWorld) later(n *simNode, name string, fn func()) {
+	n.pending = append(n.pending, simEvent{name: name, fn: fn})
+}
+
+// drive acts on every live node's Ready until all are quiet.
+func (w *simWorld) drive() {
+	for busy := true; busy; {
+		busy = false
+		for _, n := range w.nodes {
+			if !n.alive {
+				continue
+			}
+			rd := n.m.Ready()
+			if rd.Empty() {
+				continue
+			}
+			busy = true
+			w.act(n, &rd)
+		}
+	}
+}
+
+// act is the simulated driver: what the ingest node does with a Ready.
+func (w *simWorld) act(n *simNode, rd *Ready) {
+	n.grants = append(n.grants, rd.GrantRequests...)
+	w.appendEntries(n, rd.Appends)
+	for _, r := range rd.Written {
+		w.check.written(r)
+	}
+	for _, f := range rd.Answers {
+		w.answered(n, f)
+	}
+	for _, f := range rd.Releases {
+		if n.released[f] || f.Response() == nil {
+			w.fatalf("frame released twice or before its answer")
+		}
+		n.released[f] = true
+	}
+	if rd.OpenLedger != nil {
+		w.openLedger(n, rd.OpenLedger)
+	}
+	for _, id := range rd.CloseLedgers {
+		w.closeLedger(n, id)
+	}
+	for _, t := range rd.Takeovers {
+		w.later(n, fmt.Sprintf("takeover p%d@%d", t.Producer, t.Epoch), func() { n.m.TakeoverDone(w.takeover(n, t)) })
+	}
+	for _, r := range rd.RecordStates {
+		w.later(n, fmt.Sprintf("record p%d in L%d", r.Producer, r.Ledger), func() { n.m.StateRecorded(r.Producer, w.recordState(n, r)) })
+	}
+	for _, index := range rd.RegisterBuckets {
+		w.later(n, fmt.Sprintf("register bucket %d", index), func() {
+			rec := w.register(BucketName(index), n)
+			n.m.BucketRegistered(index, rec.id, rec.epoch)
+		})
+	}
+	for _, done := range rd.InitsDone {
+		w.initDone(n, done)
+	}
+}
+
+// appendEntries writes entries to the node's open ledger; an append may
+// fail, which fails the ledger as a real writer would.
+func (w *simWorld) appendEntries(n *simNode, appends []Append) {
+	for _, a := range appends {
+		if n.writer != a.Ledger {
+			continue
+		}
+		l := w.ledger.all[a.Ledger]
+		if l.closed || w.rng.IntN(100) == 0 {
+			w.logf("%s: append to L%d fails", n.incarnation, a.Ledger)
+			w.stats.appendFailures++
+			n.writer = 0 // a failed writer takes no more appends
+			n.m.LedgerFailed(a.Ledger)
+			continue
+		}
+		if int64(len(l.entries)) != a.Entry {
+			w.fatalf("append numbered entry %d of L%d, which has %d", a.Entry, a.Ledger, len(l.entries))
+		}
+		l.entries = append(l.entries, w.entryOf(n, a))
+	}
+}
+
+func (w *simWorld) entryOf(n *simNode, a Append) simEntry {
+	if a.Batch == nil {
+		payload, err := batch.EncodeSnapshot(nil, 0, a.Snapshot)
+		if err != nil {
+			w.fatalf("snapshot: %v", err)
+		}
+		return simEntry{payload: payload}
+	}
+	payload, err := n.encoder.Encode(a.Batch, 0, nil)
+	if err != nil {
+		w.fatalf("encode: %v", err)
+	}
+	e := simEntry{payload: payload, first: a.Batch.First}
+	for _, m := range a.Batch.Messages {
+		e.msgs = append(e.msgs, simMsg{producer: m.ProducerID, seq: m.Seq, key: string(m.Payload.(*MessageRef).Record.MessageID)})
+	}
+	return e
+}
+
+// openLedger creates the ledger later (or fails to), its entry 0 the
+// machine's snapshot.
+func (w *simWorld) openLedger(n *simNode, open *OpenLedger) {
+	w.later(n, "open ledger", func() {
+		if w.rng.IntN(10) == 0 {
+			w.logf("%s: ledger creation fails", n.incarnation)
+			n.m.LedgerOpenFailed()
+			return
+		}
+		payload, err := batch.EncodeSnapshot(nil, 0, open.Snapshot)
+		if err != nil {
+			w.fatalf("snapshot: %v", err)
+		}
+		w.ledger.next++
+		l := &simLedger{id: w.ledger.next, writer: n.incarnation, entries: []simEntry{{payload: payload}}, lac: -1, durable: -1}
+		if w.rng.IntN(2) == 0 {
+			l.lac = 0
+		}
+		w.ledger.all[l.id] = l
+		n.writer = l.id
+		w.logf("%s opens L%d (lac %d, snapshot of %d)", n.incarnation, l.id, l.lac, len(open.Snapshot))
+		n.m.LedgerOpened(l.id, l.lac)
+	})
+}
+
+// closeLedger closes the node's ledger later, at its LAC then.
+func (w *simWorld) closeLedger(n *simNode, id uint64) {
+	if n.writer == id {
+		n.writer = 0
+	}
+	w.later(n, fmt.Sprintf("close L%d", id), func() {
+		l := w.ledger.all[id]
+		if !l.closed {
+			w.seal(l, l.lac)
+		}
+		w.stats.closes++
+		n.m.LedgerClosed(id, l.last)
+	})
+}
+
+// seal closes l at last, dropping the entries beyond it.
+func (w *simWorld) seal(l *simLedger, last int64) {
+	l.closed, l.last = true, last
+	l.entries = l.entries[:last+1]
+	w.logf("L%d closed at %d", l.id, last)
+	w.check.durable(l)
+}
+
+// recover closes a dead writer's ledger keeping its LAC and a random part
+// of the entries beyond it (they may have reached a store).
+func (w *simWorld) recover(l *simLedger) {
+	if !l.closed {
+		w.seal(l, l.lac+int64(w.rng.IntN(len(l.entries)-int(l.lac))))
+	}
+}
+
+// confirm advances an open ledger's LAC of a live writer.
+func (w *simWorld) confirm(n *simNode) bool {
+	l := w.ledger.all[n.writer]
+	if n.writer == 0 || l.closed || l.lac+1 >= int64(len(l.entries)) {
+		return false
+	}
+	l.lac += 1 + int64(w.rng.IntN(len(l.entries)-int(l.lac)-1))
+	w.logf("%s: L%d confirmed through %d", n.incarnation, l.id, l.lac)
+	w.check.durable(l)
+	n.m.Confirmed(l.id, l.lac)
+	return true
+}
+
+// takeFrame hands the node the oldest frame sent to it.
+func (w *simWorld) takeFrame(n *simNode) bool {
+	if len(n.inbox) == 0 {
+		return false
+	}
+	f := n.inbox[0]
+	n.inbox = n.inbox[1:]
+	n.m.Produce(f)
+	return true
+}
+
+// answerGrant answers the node's oldest grant request.
+func (w *simWorld) answerGrant(n *simNode) bool {
+	if len(n.grants) == 0 {
+		return false
+	}
+	g := n.grants[0]
+	n.grants = n.grants[1:]
+	if l := w.ledger.all[g.Ledger]; l == nil || l.closed || w.rng.IntN(20) == 0 {
+		w.logf("%s: grant of batch %d on L%d refused", n.incarnation, g.BatchID, g.Ledger)
+		n.m.GrantRefused(g.BatchID, g.Ledger)
+		return true
+	}
+	first := w.nextOffset
+	w.nextOffset += uint64(g.Count)
+	w.logf("%s: batch %d granted [%d,%d) on L%d", n.incarnation, g.BatchID, first, w.nextOffset, g.Ledger)
+	n.m.Granted(g.BatchID, first)
+	return true
+}
+
+// register is InitProducer's etcd part: the name's record gets a new
+// epoch and n as its owner.
+func (w *simWorld) register(name string, n *simNode) *simProducerRecord {
+	id, ok := w.etcd.byName[name]
+	if !ok {
+		w.etcd.nextID++
+		id = w.etcd.nextID
+		w.etcd.byName[name] = id
+		w.etcd.producers[id] = &simProducerRecord{id: id, name: name}
+	}
+	rec := w.etcd.producers[id]
+	rec.epoch++
+	rec.owner = n.incarnation
+	w.logf("%s registers %s: producer %d epoch %d", n.incarnation, name, id, rec.epoch)
+	return rec
+}
+
+// takeover is the etcd and ledger part of a Takeover: ownership at the
+// asked epoch, then the state rebuilt from the ledgers (recovering the
+// old writer's unclosed ones).
+func (w *simWorld) takeover(n *simNode, t Takeover) TakeoverResult {
+	w.stats.takeovers++
+	rec := w.etcd.producers[t.Producer]
+	result := TakeoverResult{Producer: t.Producer, Epoch: t.Epoch}
+	if rec == nil {
+		result.Err = apierr.New(apierr.UnknownProducer, "producer %d is not registered", t.Producer)
+		return result
+	}
+	result.Current = rec.epoch
+	if rec.epoch != t.Epoch {
+		result.Err = StaleEpochError(t.Producer, t.Epoch, rec.epoch)
+		return result
+	}
+	rec.owner = n.incarnation
+	result.State = w.rebuild(t.Producer, rec.stateLedger)
+	result.State.Epoch = rec.epoch
+	w.logf("%s takes p%d over at epoch %d: next seq %d", n.incarnation, t.Producer, t.Epoch, result.State.DurableNext)
+	return result
+}
+
+func (w *simWorld) rebuild(id, stateLedger uint64) producer.State {
+	b := NewStateBuilder(id, 8)
+	if stateLedger == 0 {
+		return b.State()
+	}
+	writer := w.ledger.all[stateLedger].writer
+	for _, lid := range w.ledgerIDs() {
+		l := w.ledger.all[lid]
+		if lid < stateLedger || l.writer != writer {
+			continue
+		}
+		if !l.closed && w.writerAlive(writer) {
+			// Its own ledger, when a node takes back a producer whose
+			// session it dropped: the recovery fences the live writer,
+			// whose close then reads back the recovered last.
+			w.logf("rebuild of p%d fences L%d of its live writer %s", id, lid, writer)
+		}
+		w.recover(l)
+		for _, e := range l.entries[:l.last+1] {
+			if err := b.Apply(e.payload); err != nil {
+				w.fatalf("rebuild of p%d from L%d: %v", id, lid, err)
+			}
+		}
+	}
+	return b.State()
+}
+
+// checkWriter tells a node its open ledger was closed under it (a
+// recovery fenced it), as the writer's health check does.
+func (w *simWorld) checkWriter(n *simNode) bool {
+	if l := w.ledger.all[n.writer]; n.writer != 0 && l.closed {
+		n.m.LedgerFailed(n.writer)
+		return true
+	}
+	return false
+}
+
+func (w *simWorld) writerAlive(incarnation string) bool {
+	for _, n := range w.nodes {
+		if n.alive && n.incarnation == incarnation {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *simWorld) ledgerIDs() []uint64 {
+	ids := make([]uint64, 0, len(w.ledger.all))
+	for id := range w.ledger.all {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// recordState is RecordStates's etcd part.
+func (w *simWorld) recordState(n *simNode, r StateRecord) error {
+	rec := w.etcd.producers[r.Producer]
+	if rec.owner != n.incarnation {
+		return apierr.New(apierr.ProducerFenced, "producer %d moved to another node", r.Producer)
+	}
+	rec.stateLedger = r.Ledger
+	return nil
+}
+
+// answered hands a frame's answer to the client that sent it.
+func (w *simWorld) answered(n *simNode, f *Frame) {
+	resp := f.Response()
+	switch owner := f.Owner.(type) {
+	case *simSent:
+		owner.client.answered(w, n, owner, resp)
+	case *simKeyedSent:
+		w.keyed.answered(w, owner, resp)
+	}
+}
+
+func (w *simWorld) initDone(n *simNode, done InitDone) {
+	for _, c := range w.clients {
+		if c.initToken == done.Token && c.node == n.slot && c.initPending {
+			c.initialized(w, done)
+			return
+		}
+	}
+}
+
+// frameOf builds a produce request.
+func simRequest(id, epoch, firstSeq uint64, values []string) *orderlogpb.ProduceRequest {
+	req := &orderlogpb.ProduceRequest{ProducerId: id, Epoch: epoch, FirstSeq: firstSeq}
+	for _, v := range values {
+		req.Messages = append(req.Messages, &orderlogpb.Message{Value: []byte(v)})
+	}
+	return req
+}
