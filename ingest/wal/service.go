@@ -8,6 +8,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
 	"orderlog/proto/walpb"
@@ -25,11 +28,16 @@ type Service struct {
 // NewService serves store. The caller keeps ownership of the store.
 func NewService(store *Store) *Service { return &Service{store: store} }
 
-// Serve registers a Service for store on a new gRPC server and serves lis
-// in the background. Stop the returned server before closing the store.
+// Serve registers a Service for store on a new gRPC server, with the
+// grpc.health.v1 health service (SERVING) and server reflection, and serves
+// lis in the background. Stop the returned server before closing the store.
 func Serve(lis net.Listener, store *Store, opts ...grpc.ServerOption) *grpc.Server {
 	srv := grpc.NewServer(opts...)
 	walpb.RegisterWALServer(srv, NewService(store))
+	serving := health.NewServer() // "" is SERVING from the start
+	serving.SetServingStatus(walpb.WAL_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, serving)
+	reflection.Register(srv)
 	go srv.Serve(lis)
 	return srv
 }

@@ -76,9 +76,12 @@ func (s *Server) readerReady() error {
 
 // Ready returns nil when every role of the process is ready, else an error
 // naming each role that is not and what it waits for.
-func (s *Server) Ready() error {
+func (s *Server) Ready() error { return overall(s.roles()) }
+
+// overall joins the reasons of the roles that are not ready, one a line.
+func overall(roles []roleReadiness) error {
 	var reasons []string
-	for _, r := range s.roles() {
+	for _, r := range roles {
 		if r.err != nil {
 			reasons = append(reasons, r.err.Error())
 		}
@@ -136,27 +139,23 @@ func (r *readiness) run(ctx context.Context) {
 // process's readiness.
 func (r *readiness) refresh() error {
 	roles := r.server.roles()
-	var reasons []string
 	for _, role := range roles {
-		status := healthpb.HealthCheckResponse_SERVING
-		if role.err != nil {
-			status = healthpb.HealthCheckResponse_NOT_SERVING
-			reasons = append(reasons, role.err.Error())
-		}
 		for _, svc := range role.services {
-			r.health.SetServingStatus(svc, status)
+			r.health.SetServingStatus(svc, servingStatus(role.err))
 		}
 	}
-	var err error
-	overall := healthpb.HealthCheckResponse_SERVING
-	if len(reasons) > 0 {
-		err = errors.New(strings.Join(reasons, "\n"))
-		overall = healthpb.HealthCheckResponse_NOT_SERVING
-	}
-	r.health.SetServingStatus("", overall)
-	r.health.SetServingStatus(orderlogpb.Admin_ServiceDesc.ServiceName, overall)
+	err := overall(roles)
+	r.health.SetServingStatus("", servingStatus(err))
+	r.health.SetServingStatus(orderlogpb.Admin_ServiceDesc.ServiceName, servingStatus(err))
 	r.note(err)
 	return err
+}
+
+func servingStatus(notReady error) healthpb.HealthCheckResponse_ServingStatus {
+	if notReady != nil {
+		return healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	return healthpb.HealthCheckResponse_SERVING
 }
 
 // note fires ReadinessChanged when the readiness changed.
