@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"orderlog/internal/scripttest"
 	"slices"
 	"strings"
 )
@@ -15,8 +16,8 @@ import (
 // no order (the machine collects them from maps) and are printed sorted.
 
 // ready takes the machine's outputs and prints them.
-func (e *machineEnv) ready(a *scriptArgs, out *strings.Builder) error {
-	if err := a.done(); err != nil {
+func (e *machineEnv) ready(a *scripttest.Args, out *strings.Builder) error {
+	if err := a.Done(); err != nil {
 		return err
 	}
 	rd := e.m.Ready()
@@ -92,8 +93,8 @@ func (e *machineEnv) name(id SessionID) string {
 // advance does what the printed outputs asked, as a caller that succeeds at
 // everything: the asked reservation CAS succeeds and every printed commit
 // record is confirmed. It prints the inputs it fed.
-func (e *machineEnv) advance(a *scriptArgs, out *strings.Builder) error {
-	if err := a.done(); err != nil {
+func (e *machineEnv) advance(a *scripttest.Args, out *strings.Builder) error {
+	if err := a.Done(); err != nil {
 		return err
 	}
 	if e.asked != nil {
@@ -114,8 +115,8 @@ func (e *machineEnv) advance(a *scriptArgs, out *strings.Builder) error {
 
 // status prints the machine's state: phase, watermarks, reservation,
 // streams, ledgers, unresolved offsets and waiting requests.
-func (e *machineEnv) status(a *scriptArgs, out *strings.Builder) error {
-	if err := a.done(); err != nil {
+func (e *machineEnv) status(a *scripttest.Args, out *strings.Builder) error {
+	if err := a.Done(); err != nil {
 		return err
 	}
 	m := e.m

@@ -2,6 +2,7 @@ package sequencer
 
 import (
 	"fmt"
+	"orderlog/internal/scripttest"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +84,7 @@ func newMachineEnv() *machineEnv {
 }
 
 func (e *machineEnv) runBlock(td *datadriven.TestData) (string, error) {
-	first := newScriptArgs(td.Cmd, td.CmdArgs)
+	first := scripttest.NewArgs(td.Cmd, td.CmdArgs)
 	if td.Cmd == "new" {
 		return e.newMachine(first, td.Input)
 	}
@@ -95,7 +96,7 @@ func (e *machineEnv) runBlock(td *datadriven.TestData) (string, error) {
 		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		a, err := parseScriptLine(line)
+		a, err := scripttest.ParseLine(line)
 		if err != nil {
 			return "", err
 		}
@@ -110,18 +111,18 @@ func (e *machineEnv) runBlock(td *datadriven.TestData) (string, error) {
 }
 
 // run executes one command, printing to out.
-func (e *machineEnv) run(a *scriptArgs, out *strings.Builder) error {
+func (e *machineEnv) run(a *scripttest.Args, out *strings.Builder) error {
 	if e.m == nil {
-		return fmt.Errorf("%s: no machine yet (start with new)", a.cmd)
+		return fmt.Errorf("%s: no machine yet (start with new)", a.Cmd)
 	}
-	h := e.handler(a.cmd)
+	h := e.handler(a.Cmd)
 	if h == nil {
-		return fmt.Errorf("unknown command %q", a.cmd)
+		return fmt.Errorf("unknown command %q", a.Cmd)
 	}
 	return h(a, out)
 }
 
-func (e *machineEnv) handler(cmd string) func(*scriptArgs, *strings.Builder) error {
+func (e *machineEnv) handler(cmd string) func(*scripttest.Args, *strings.Builder) error {
 	switch cmd {
 	case "session":
 		return e.session
@@ -157,17 +158,17 @@ func (e *machineEnv) handler(cmd string) func(*scriptArgs, *strings.Builder) err
 
 // newMachine builds the machine of a new leader from its config and the
 // takeover lines.
-func (e *machineEnv) newMachine(a *scriptArgs, input string) (string, error) {
+func (e *machineEnv) newMachine(a *scripttest.Args, input string) (string, error) {
 	cfg := MachineConfig{
-		Epoch:           a.mustUint("epoch"),
-		GrantLease:      a.duration("grant-lease", 0),
-		SessionTimeout:  a.duration("session-timeout", 0),
-		CloseTimeout:    a.duration("close-timeout", 0),
-		MinReserveBlock: a.uint("min-block", 0),
-		ReserveAhead:    a.duration("reserve-ahead", 0),
-		MaxGrant:        a.uint("max-grant", 0),
+		Epoch:           a.MustUint("epoch"),
+		GrantLease:      a.Duration("grant-lease", 0),
+		SessionTimeout:  a.Duration("session-timeout", 0),
+		CloseTimeout:    a.Duration("close-timeout", 0),
+		MinReserveBlock: a.Uint("min-block", 0),
+		ReserveAhead:    a.Duration("reserve-ahead", 0),
+		MaxGrant:        a.Uint("max-grant", 0),
 	}
-	if err := a.done(); err != nil {
+	if err := a.Done(); err != nil {
 		return "", err
 	}
 	var t Takeover
@@ -175,7 +176,7 @@ func (e *machineEnv) newMachine(a *scriptArgs, input string) (string, error) {
 		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		l, err := parseScriptLine(line)
+		l, err := scripttest.ParseLine(line)
 		if err != nil {
 			return "", err
 		}
@@ -191,62 +192,62 @@ func (e *machineEnv) newMachine(a *scriptArgs, input string) (string, error) {
 	return "ok\n", nil
 }
 
-func addTakeoverLine(t *Takeover, a *scriptArgs) error {
-	switch a.cmd {
+func addTakeoverLine(t *Takeover, a *scripttest.Args) error {
+	switch a.Cmd {
 	case "takeover":
-		t.C0, t.Reserved = a.mustUint("c0"), a.mustUint("reserved")
+		t.C0, t.Reserved = a.MustUint("c0"), a.MustUint("reserved")
 	case "unclosed":
-		ref := LedgerRef{ID: a.mustUint("ledger"), Writer: a.mustStr("writer"), Epoch: a.mustUint("epoch")}
-		t.Unclosed = append(t.Unclosed, UnclosedLedger{LedgerRef: ref, Recovering: a.flag("recovering")})
+		ref := LedgerRef{ID: a.MustUint("ledger"), Writer: a.MustStr("writer"), Epoch: a.MustUint("epoch")}
+		t.Unclosed = append(t.Unclosed, UnclosedLedger{LedgerRef: ref, Recovering: a.Flag("recovering")})
 	case "closed":
-		t.Closed = append(t.Closed, ClosedLedger{ID: a.mustUint("ledger"), Spans: entrySpans(a, "entries")})
+		t.Closed = append(t.Closed, ClosedLedger{ID: a.MustUint("ledger"), Spans: entrySpans(a, "entries")})
 	default:
-		return fmt.Errorf("new: %q is not takeover, unclosed or closed", a.cmd)
+		return fmt.Errorf("new: %q is not takeover, unclosed or closed", a.Cmd)
 	}
-	return a.done()
+	return a.Done()
 }
 
-func entrySpans(a *scriptArgs, key string) []EntrySpan {
-	v := a.str(key, "")
-	list, err := parseEntrySpans(v)
+func entrySpans(a *scripttest.Args, key string) []EntrySpan {
+	v := a.Str(key, "")
+	list, err := scripttest.ParseEntrySpans(v)
 	if err != nil {
-		a.fail("%s=%s: %v", key, v, err)
+		a.Fail("%s=%s: %v", key, v, err)
 	}
 	var spans []EntrySpan
 	for _, s := range list {
-		spans = append(spans, EntrySpan{Entry: s.entry, Range: Range{s.first, s.end}})
+		spans = append(spans, EntrySpan{Entry: s.Entry, Range: Range{s.First, s.End}})
 	}
 	return spans
 }
 
-func scriptRange(a *scriptArgs, key string) Range {
-	first, end := a.offsets(key)
+func scriptRange(a *scripttest.Args, key string) Range {
+	first, end := a.Offsets(key)
 	return Range{first, end}
 }
 
 // stream resolves session=n1 (newest stream of n1) or session=n1#2.
-func (e *machineEnv) stream(a *scriptArgs) SessionID {
-	name := a.mustStr("session")
+func (e *machineEnv) stream(a *scripttest.Args) SessionID {
+	name := a.MustStr("session")
 	if _, id, ok := strings.Cut(name, "#"); ok {
 		var n uint64
 		if _, err := fmt.Sscan(id, &n); err != nil {
-			a.fail("session=%s: bad stream number", name)
+			a.Fail("session=%s: bad stream number", name)
 		}
 		return SessionID(n)
 	}
 	id, ok := e.newest[name]
-	if !ok && a.err == nil {
-		a.fail("session=%s: no stream opened for it", name)
+	if !ok { // Fail keeps the first problem
+		a.Fail("session=%s: no stream opened for it", name)
 	}
 	return id
 }
 
-func (e *machineEnv) session(a *scriptArgs, _ *strings.Builder) error {
-	switch verb := a.word(0); verb {
+func (e *machineEnv) session(a *scripttest.Args, _ *strings.Builder) error {
+	switch verb := a.Word(0); verb {
 	case "open":
-		incarnation := a.mustStr("incarnation")
-		lease := a.uint("lease", 0)
-		if err := a.done(); err != nil {
+		incarnation := a.MustStr("incarnation")
+		lease := a.Uint("lease", 0)
+		if err := a.Done(); err != nil {
 			return err
 		}
 		e.nextSession++
@@ -256,7 +257,7 @@ func (e *machineEnv) session(a *scriptArgs, _ *strings.Builder) error {
 		e.m.SessionOpened(e.now, id, incarnation, int64(lease))
 	case "close":
 		id := e.stream(a)
-		if err := a.done(); err != nil {
+		if err := a.Done(); err != nil {
 			return err
 		}
 		e.m.SessionClosed(e.now, id)
@@ -266,38 +267,38 @@ func (e *machineEnv) session(a *scriptArgs, _ *strings.Builder) error {
 	return nil
 }
 
-func (e *machineEnv) heartbeat(a *scriptArgs, _ *strings.Builder) error {
+func (e *machineEnv) heartbeat(a *scripttest.Args, _ *strings.Builder) error {
 	id := e.stream(a)
-	if err := a.done(); err != nil {
+	if err := a.Done(); err != nil {
 		return err
 	}
 	e.m.Heard(e.now, id)
 	return nil
 }
 
-func (e *machineEnv) incarnation(a *scriptArgs, _ *strings.Builder) error {
-	if verb := a.word(0); verb != "gone" {
+func (e *machineEnv) incarnation(a *scripttest.Args, _ *strings.Builder) error {
+	if verb := a.Word(0); verb != "gone" {
 		return fmt.Errorf("incarnation %q: want gone", verb)
 	}
-	incarnation := a.mustStr("incarnation")
-	if err := a.done(); err != nil {
+	incarnation := a.MustStr("incarnation")
+	if err := a.Done(); err != nil {
 		return err
 	}
 	e.m.IncarnationGone(e.now, incarnation)
 	return nil
 }
 
-func (e *machineEnv) ledger(a *scriptArgs, _ *strings.Builder) error {
-	switch verb := a.word(0); verb {
+func (e *machineEnv) ledger(a *scripttest.Args, _ *strings.Builder) error {
+	switch verb := a.Word(0); verb {
 	case "open":
-		ref := LedgerRef{ID: a.mustUint("id"), Writer: a.mustStr("writer"), Epoch: a.mustUint("epoch")}
-		if err := a.done(); err != nil {
+		ref := LedgerRef{ID: a.MustUint("id"), Writer: a.MustStr("writer"), Epoch: a.MustUint("epoch")}
+		if err := a.Done(); err != nil {
 			return err
 		}
 		e.m.LedgerOpened(ref)
 	case "closed":
-		id, spans := a.mustUint("id"), entrySpans(a, "entries")
-		if err := a.done(); err != nil {
+		id, spans := a.MustUint("id"), entrySpans(a, "entries")
+		if err := a.Done(); err != nil {
 			return err
 		}
 		e.m.LedgerClosed(e.now, id, spans)
@@ -307,11 +308,11 @@ func (e *machineEnv) ledger(a *scriptArgs, _ *strings.Builder) error {
 	return nil
 }
 
-func (e *machineEnv) grant(a *scriptArgs, _ *strings.Builder) error {
+func (e *machineEnv) grant(a *scripttest.Args, _ *strings.Builder) error {
 	id := e.stream(a)
-	ledger, count := a.mustUint("ledger"), a.mustUint("count")
-	batch := a.uint("batch", e.nextBatch[id]+1)
-	if err := a.done(); err != nil {
+	ledger, count := a.MustUint("ledger"), a.MustUint("count")
+	batch := a.Uint("batch", e.nextBatch[id]+1)
+	if err := a.Done(); err != nil {
 		return err
 	}
 	e.nextBatch[id] = batch
@@ -319,35 +320,35 @@ func (e *machineEnv) grant(a *scriptArgs, _ *strings.Builder) error {
 	return nil
 }
 
-func (e *machineEnv) written(a *scriptArgs, _ *strings.Builder) error {
+func (e *machineEnv) written(a *scripttest.Args, _ *strings.Builder) error {
 	id := e.stream(a)
-	ledger, entry, r := a.mustUint("ledger"), a.mustUint("entry"), scriptRange(a, "offsets")
-	if err := a.done(); err != nil {
+	ledger, entry, r := a.MustUint("ledger"), a.MustUint("entry"), scriptRange(a, "offsets")
+	if err := a.Done(); err != nil {
 		return err
 	}
 	e.m.Written(e.now, id, ledger, int64(entry), r)
 	return nil
 }
 
-func (e *machineEnv) unused(a *scriptArgs, _ *strings.Builder) error {
+func (e *machineEnv) unused(a *scripttest.Args, _ *strings.Builder) error {
 	id := e.stream(a)
-	ledger, r := a.mustUint("ledger"), scriptRange(a, "offsets")
-	if err := a.done(); err != nil {
+	ledger, r := a.MustUint("ledger"), scriptRange(a, "offsets")
+	if err := a.Done(); err != nil {
 		return err
 	}
 	e.m.Unused(e.now, id, ledger, r)
 	return nil
 }
 
-func (e *machineEnv) reserve(a *scriptArgs, _ *strings.Builder) error {
-	switch verb := a.word(0); verb {
+func (e *machineEnv) reserve(a *scripttest.Args, _ *strings.Builder) error {
+	switch verb := a.Word(0); verb {
 	case "ok":
 		var def uint64
 		if e.asked != nil {
 			def = e.asked.New
 		}
-		to := a.uint("to", def)
-		if err := a.done(); err != nil {
+		to := a.Uint("to", def)
+		if err := a.Done(); err != nil {
 			return err
 		}
 		if to == 0 {
@@ -356,7 +357,7 @@ func (e *machineEnv) reserve(a *scriptArgs, _ *strings.Builder) error {
 		e.asked = nil
 		e.m.ReservationExtended(to)
 	case "failed":
-		if err := a.done(); err != nil {
+		if err := a.Done(); err != nil {
 			return err
 		}
 		e.asked = nil
@@ -367,20 +368,20 @@ func (e *machineEnv) reserve(a *scriptArgs, _ *strings.Builder) error {
 	return nil
 }
 
-func (e *machineEnv) deposed(a *scriptArgs, _ *strings.Builder) error {
-	if err := a.done(); err != nil {
+func (e *machineEnv) deposed(a *scripttest.Args, _ *strings.Builder) error {
+	if err := a.Done(); err != nil {
 		return err
 	}
 	e.m.Deposed()
 	return nil
 }
 
-func (e *machineEnv) confirm(a *scriptArgs, _ *strings.Builder) error {
+func (e *machineEnv) confirm(a *scripttest.Args, _ *strings.Builder) error {
 	seq := e.printedSeq
-	if !a.flag("all") {
-		seq = a.mustUint("seq")
+	if !a.Flag("all") {
+		seq = a.MustUint("seq")
 	}
-	if err := a.done(); err != nil {
+	if err := a.Done(); err != nil {
 		return err
 	}
 	e.m.Confirmed(seq)
@@ -390,29 +391,29 @@ func (e *machineEnv) confirm(a *scriptArgs, _ *strings.Builder) error {
 // tick moves the clock by +d or to an absolute time. With heartbeat=n1 (or
 // n1,n2) the clock moves in 100 ms steps, each after a heartbeat from those
 // streams, as an idle ingest node sends them.
-func (e *machineEnv) tick(a *scriptArgs, _ *strings.Builder) error {
+func (e *machineEnv) tick(a *scripttest.Args, _ *strings.Builder) error {
 	target := e.now
-	if w := a.word(0); strings.HasPrefix(w, "+") {
-		target += a.parseDuration("tick", w)
+	if w := a.Word(0); strings.HasPrefix(w, "+") {
+		target += a.ParseDuration("tick", w)
 	} else {
-		target = a.duration("to", -1)
+		target = a.Duration("to", -1)
 		if target < 0 {
-			a.fail("want +duration or to=duration")
+			a.Fail("want +duration or to=duration")
 		} else if target < e.now {
-			a.fail("to=%v is before now (%v)", target, e.now)
+			a.Fail("to=%v is before now (%v)", target, e.now)
 		}
 	}
 	var beats []SessionID
-	if v := a.str("heartbeat", ""); v != "" {
+	if v := a.Str("heartbeat", ""); v != "" {
 		for name := range strings.SplitSeq(v, ",") {
-			one := newScriptArgs("tick", []datadriven.CmdArg{{Key: "session", Vals: []string{name}}})
+			one := scripttest.NewArgs("tick", []datadriven.CmdArg{{Key: "session", Vals: []string{name}}})
 			beats = append(beats, e.stream(one))
-			if one.err != nil {
-				a.fail("%v", one.err)
+			if one.Err() != nil {
+				a.Fail("%v", one.Err())
 			}
 		}
 	}
-	if err := a.done(); err != nil {
+	if err := a.Done(); err != nil {
 		return err
 	}
 	for len(beats) > 0 && e.now+100*time.Millisecond < target {

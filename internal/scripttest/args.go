@@ -1,13 +1,13 @@
-package sequencer
-
-// Argument parsing for transcript commands. This file depends only on the
-// standard library and the datadriven package, so another protocol machine's
-// transcript test can copy it as it is.
+// Package scripttest parses the commands of protocol transcripts
+// (datadriven scripts under testdata/, see docs/testing.md): the
+// sequencer's and the ingest coordinator's machine tests share it. Only
+// tests import it.
 //
 // A command line is `cmd word ... key=value ...`. Words are arguments without
 // a value (`session open`, `tick +1s`, `recovering`); named arguments carry
 // one value each. Values are plain strings, offset ranges `[first,end)`,
 // entry spans `0:[0,10),1:[10,20)` or Go durations (`200ms`, `+1s`).
+package scripttest
 
 import (
 	"fmt"
@@ -20,28 +20,28 @@ import (
 	"github.com/cockroachdb/datadriven"
 )
 
-// scriptArgs holds one command's arguments. Errors are sticky: the first
+// Args holds one command's arguments. Errors are sticky: the first
 // problem is kept in err and later getters return zero values, so a handler
 // reads all its arguments and then checks done once.
-type scriptArgs struct {
-	cmd   string
+type Args struct {
+	Cmd   string
 	words []string
 	named map[string]string
 	used  map[string]bool
 	err   error
 }
 
-func newScriptArgs(cmd string, list []datadriven.CmdArg) *scriptArgs {
-	a := &scriptArgs{cmd: cmd, named: make(map[string]string), used: make(map[string]bool)}
+func NewArgs(cmd string, list []datadriven.CmdArg) *Args {
+	a := &Args{Cmd: cmd, named: make(map[string]string), used: make(map[string]bool)}
 	for _, arg := range list {
 		switch {
 		case len(arg.Vals) == 0:
 			a.words = append(a.words, arg.Key)
 		case len(arg.Vals) > 1:
-			a.fail("%s: one value expected, got %d", arg.Key, len(arg.Vals))
+			a.Fail("%s: one value expected, got %d", arg.Key, len(arg.Vals))
 		default:
 			if _, dup := a.named[arg.Key]; dup {
-				a.fail("%s given twice", arg.Key)
+				a.Fail("%s given twice", arg.Key)
 			}
 			a.named[arg.Key] = arg.Vals[0]
 		}
@@ -49,24 +49,24 @@ func newScriptArgs(cmd string, list []datadriven.CmdArg) *scriptArgs {
 	return a
 }
 
-// parseScriptLine parses one input line of a block into its command and
+// ParseLine parses one input line of a block into its command and
 // arguments.
-func parseScriptLine(line string) (*scriptArgs, error) {
+func ParseLine(line string) (*Args, error) {
 	cmd, list, err := datadriven.ParseLine(line)
 	if err != nil {
 		return nil, err
 	}
-	return newScriptArgs(cmd, list), nil
+	return NewArgs(cmd, list), nil
 }
 
-func (a *scriptArgs) fail(format string, args ...any) {
+func (a *Args) Fail(format string, args ...any) {
 	if a.err == nil {
-		a.err = fmt.Errorf("%s: %s", a.cmd, fmt.Sprintf(format, args...))
+		a.err = fmt.Errorf("%s: %s", a.Cmd, fmt.Sprintf(format, args...))
 	}
 }
 
-// word returns the i-th argument without a value, "" if there is none.
-func (a *scriptArgs) word(i int) string {
+// Word returns the i-th argument without a value, "" if there is none.
+func (a *Args) Word(i int) string {
 	if i >= len(a.words) {
 		return ""
 	}
@@ -74,8 +74,8 @@ func (a *scriptArgs) word(i int) string {
 	return a.words[i]
 }
 
-// flag reports whether the word name was given (and consumes it).
-func (a *scriptArgs) flag(name string) bool {
+// Flag reports whether the word name was given (and consumes it).
+func (a *Args) Flag(name string) bool {
 	i := slices.Index(a.words, name)
 	if i < 0 {
 		return false
@@ -85,84 +85,84 @@ func (a *scriptArgs) flag(name string) bool {
 }
 
 // get returns the value of key; a missing required key is an error.
-func (a *scriptArgs) get(key string, required bool) (string, bool) {
+func (a *Args) get(key string, required bool) (string, bool) {
 	v, ok := a.named[key]
 	if !ok && required {
-		a.fail("missing %s=", key)
+		a.Fail("missing %s=", key)
 	}
 	a.used[key] = true
 	return v, ok
 }
 
-func (a *scriptArgs) str(key, def string) string {
+func (a *Args) Str(key, def string) string {
 	if v, ok := a.get(key, false); ok {
 		return v
 	}
 	return def
 }
 
-func (a *scriptArgs) mustStr(key string) string {
+func (a *Args) MustStr(key string) string {
 	v, _ := a.get(key, true)
 	return v
 }
 
-func (a *scriptArgs) uint(key string, def uint64) uint64 {
+func (a *Args) Uint(key string, def uint64) uint64 {
 	v, ok := a.get(key, false)
 	if !ok {
 		return def
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		a.fail("%s=%s: not a number", key, v)
+		a.Fail("%s=%s: not a number", key, v)
 	}
 	return n
 }
 
-func (a *scriptArgs) mustUint(key string) uint64 {
+func (a *Args) MustUint(key string) uint64 {
 	a.get(key, true)
-	return a.uint(key, 0)
+	return a.Uint(key, 0)
 }
 
-func (a *scriptArgs) duration(key string, def time.Duration) time.Duration {
+func (a *Args) Duration(key string, def time.Duration) time.Duration {
 	v, ok := a.get(key, false)
 	if !ok {
 		return def
 	}
-	return a.parseDuration(key, v)
+	return a.ParseDuration(key, v)
 }
 
-func (a *scriptArgs) parseDuration(key, v string) time.Duration {
+func (a *Args) ParseDuration(key, v string) time.Duration {
 	d, err := time.ParseDuration(v)
 	if err != nil {
-		a.fail("%s=%s: not a duration", key, v)
+		a.Fail("%s=%s: not a duration", key, v)
 	}
 	return d
 }
 
-// offsets returns the half-open range `[first,end)` given as key.
-func (a *scriptArgs) offsets(key string) (first, end uint64) {
+// Offsets returns the half-open range `[first,end)` given as key.
+func (a *Args) Offsets(key string) (first, end uint64) {
 	v, _ := a.get(key, true)
-	first, end, err := parseOffsets(v)
+	first, end, err := ParseOffsets(v)
 	if err != nil && a.err == nil {
-		a.fail("%s=%s: %v", key, v, err)
+		a.Fail("%s=%s: %v", key, v, err)
 	}
 	return first, end
 }
 
-// done reports the first error, or an argument that no getter asked for
+// Done reports the first error, or an argument that no getter asked for
 // (usually a typo in the script).
-func (a *scriptArgs) done() error {
+func (a *Args) Done() error {
 	if a.err != nil {
 		return a.err
 	}
 	for key := range a.named {
 		if !a.used[key] {
-			return fmt.Errorf("%s: unknown argument %s=", a.cmd, key)
+			return fmt.Errorf("%s: unknown argument %s=", a.Cmd, key)
 		}
 	}
 	for i, w := range a.words {
 		if !a.used["#"+strconv.Itoa(i)] {
-			return fmt.Errorf("%s: unexpected %q", a.cmd, w)
+			return fmt.Errorf("%s: unexpected %q", a.Cmd, w)
 		}
 	}
 	return nil
@@ -170,8 +170,8 @@ func (a *scriptArgs) done() error {
 
 var offsetsPattern = regexp.MustCompile(`^\[(\d+),(\d+)\)$`)
 
-// parseOffsets parses `[first,end)`.
-func parseOffsets(s string) (first, end uint64, err error) {
+// ParseOffsets parses `[first,end)`.
+func ParseOffsets(s string) (first, end uint64, err error) {
 	m := offsetsPattern.FindStringSubmatch(s)
 	if m == nil {
 		return 0, 0, fmt.Errorf("want [first,end)")
@@ -184,30 +184,34 @@ func parseOffsets(s string) (first, end uint64, err error) {
 	return first, end, nil
 }
 
-// entrySpanText is one `entry:[first,end)` of a span list.
-type entrySpanText struct {
-	entry      int64
-	first, end uint64
+// EntrySpan is one `entry:[first,end)` of a span list.
+type EntrySpan struct {
+	Entry      int64
+	First, End uint64
 }
 
-// parseEntrySpans parses `0:[0,10),1:[10,20)` (entry 0 holds [0,10), entry 1
+// ParseEntrySpans parses `0:[0,10),1:[10,20)` (entry 0 holds [0,10), entry 1
 // holds [10,20)); "" and "none" are the empty list.
-func parseEntrySpans(s string) ([]entrySpanText, error) {
+func ParseEntrySpans(s string) ([]EntrySpan, error) {
 	if s == "" || s == "none" {
 		return nil, nil
 	}
-	var out []entrySpanText
+	var out []EntrySpan
 	for part := range strings.SplitSeq(strings.ReplaceAll(s, "),", ");"), ";") {
 		entry, offsets, ok := strings.Cut(part, ":")
 		n, err := strconv.ParseInt(entry, 10, 64)
 		if !ok || err != nil {
 			return nil, fmt.Errorf("%q: want entry:[first,end)", part)
 		}
-		first, end, err := parseOffsets(offsets)
+		first, end, err := ParseOffsets(offsets)
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", part, err)
 		}
-		out = append(out, entrySpanText{entry: n, first: first, end: end})
+		out = append(out, EntrySpan{Entry: n, First: first, End: end})
 	}
 	return out, nil
 }
+
+// Err is the first problem found so far (Done also checks for arguments
+// nobody asked for).
+func (a *Args) Err() error { return a.err }
