@@ -149,6 +149,7 @@ func (r *Ready) Empty() bool {
 // (and forgets) the pending outputs.
 func (m *Machine) Ready() Ready {
 	for {
+		m.answerInits() // a bucket's answer queues its held frames
 		out := m.pipe.Ready()
 		if out.Empty() {
 			break
@@ -169,7 +170,6 @@ func (m *Machine) Ready() Ready {
 			m.askForLedger() // after Logged: its snapshot must count them durable
 		}
 	}
-	m.answerInits()
 	out := m.ready
 	m.ready = Ready{}
 	return out

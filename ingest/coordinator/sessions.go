@@ -205,7 +205,7 @@ func (m *Machine) answerInits() {
 
 func (m *Machine) initDone(p *pendingInit, resp *orderlogpb.InitProducerResponse, err error) {
 	if p.bucket >= 0 {
-		m.bucketRegistered(m.buckets[p.bucket], resp, err)
+		m.bucketRegistered(m.bucket(p.bucket), resp, err)
 		return
 	}
 	m.ready.InitsDone = append(m.ready.InitsDone, InitDone{Token: p.token, Response: resp, Err: err})

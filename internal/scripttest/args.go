@@ -215,3 +215,23 @@ func ParseEntrySpans(s string) ([]EntrySpan, error) {
 // Err is the first problem found so far (Done also checks for arguments
 // nobody asked for).
 func (a *Args) Err() error { return a.err }
+
+// Int returns key as a signed number (ledger entries: -1 is none), def if
+// it is absent.
+func (a *Args) Int(key string, def int64) int64 {
+	v, ok := a.get(key, false)
+	if !ok {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		a.Fail("%s=%s: not a number", key, v)
+	}
+	return n
+}
+
+// Has reports whether key was given, without consuming it.
+func (a *Args) Has(key string) bool {
+	_, ok := a.named[key]
+	return ok
+}
