@@ -49,7 +49,18 @@ func (c *testCluster) create(t testing.TB, ackQuorum, tolerate int, o WriterOpti
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { stopWriter(w) })
 	return w
+}
+
+// stopWriter ends the goroutines of a writer the test left open (fenced by
+// a recovery, or abandoned), without recording anything: Close with a
+// context that is already done stops the writer's loops, then fails before
+// it reaches etcd. A writer the test closed answers ErrClosed.
+func stopWriter(w *Writer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _ = w.Close(ctx)
 }
 
 // payloadFor is the content of entry id of a ledger: distinct per entry,
