@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"orderlog/ingest/wal"
+	"orderlog/ingest/wal/walfs"
 	"orderlog/proto/walpb"
 )
 
@@ -30,3 +31,15 @@ func openWAL(t testing.TB, dir string) storeBackend {
 // testBackend is the store implementation the protocol tests run against:
 // the real WAL store.
 func testBackend(t testing.TB) openBackend { return openWAL }
+
+// openWALOn is openWAL with the store's files reached through fsys (a
+// walfs.ErrorFS over the OS, say), so a test can make one store's disk fail.
+func openWALOn(fsys walfs.FS) openBackend {
+	return func(t testing.TB, dir string) storeBackend {
+		st, err := wal.Open(wal.Config{Dir: dir, FS: fsys})
+		if err != nil {
+			t.Fatalf("open wal store in %s: %v", dir, err)
+		}
+		return walBackend{store: st, service: wal.NewService(st)}
+	}
+}
