@@ -3,9 +3,10 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
+	"runtime"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -20,15 +21,28 @@ import (
 // an actor from a slot, and see crashed slots as unreachable. Every reply
 // the stores give passes through it, so it also checks that no store
 // answered ABSENT for an entry it had acknowledged.
+//
+// The fate of a reply is a function of the seed and of the reply itself
+// (actor, slot, call, ledger, entry, and how many times the same reply
+// was seen before), never of which goroutine drew from a shared generator
+// first or of the wall clock: a delay is a count of yields to the
+// scheduler, not a duration. Every fault is written to the trace.
 type faultNet struct {
 	slots map[string]*storeSlot
+	seed  uint64
 	// Probabilities per reply.
 	dropRate, delayRate, reorderRate float64
-	maxDelay                         time.Duration
+	// maxDelay is the most yields a delayed reply waits.
+	maxDelay int
+	// stepped keeps a reordering within one reply frame (taking the next
+	// frame ahead depends on whether it has arrived yet) and spares the
+	// refusals of a wiped store, which no step waits for.
+	stepped bool
 
 	mu struct {
 		sync.Mutex
-		rng         *rand.Rand
+		// attempts counts the replies seen per fault key.
+		attempts    map[faultKey]int
 		partitioned map[[2]string]bool
 		// readsCut blocks only Fence, ReadEntry, ReadEntries and LastEntry.
 		readsCut map[[2]string]bool
@@ -46,7 +60,32 @@ type faultNet struct {
 		// and status, so a test can wait until a recovery has asked again
 		// and again instead of for a fixed time.
 		answers map[answerKey]int
+		// replies counts the replies each actor got, so a test can stop
+		// an actor after a number of replies instead of after a time.
+		replies map[string]int
+		// tick is closed (and replaced) at every observed reply.
+		tick chan struct{}
+		// trace is every fault injected, in the order decided.
+		trace []string
+		// quiet suspends every reply fault.
+		quiet bool
+		// delivered holds the acks an actor's stream handed on (Recv)
+		// rather than dropped.
+		delivered map[deliveredKey]bool
 	}
+}
+
+type deliveredKey struct {
+	actor string
+	heldKey
+}
+
+// faultKey names a reply for the fault decisions: the same reply gets the
+// same fate in every run of a seed.
+type faultKey struct {
+	actor, slot, call string
+	ledger            uint64
+	entry             int64
 }
 
 type answerKey struct {
@@ -62,11 +101,14 @@ type heldKey struct {
 }
 
 func newFaultNet(seed uint64, slots []*storeSlot) *faultNet {
-	n := &faultNet{slots: make(map[string]*storeSlot)}
+	n := &faultNet{slots: make(map[string]*storeSlot), seed: seed}
 	for _, s := range slots {
 		n.slots[s.name] = s
 	}
-	n.mu.rng = rand.New(rand.NewPCG(seed, 0x5eed))
+	n.mu.attempts = make(map[faultKey]int)
+	n.mu.replies = make(map[string]int)
+	n.mu.tick = make(chan struct{})
+	n.mu.delivered = make(map[deliveredKey]bool)
 	n.mu.partitioned = make(map[[2]string]bool)
 	n.mu.readsCut = make(map[[2]string]bool)
 	n.mu.streams = make(map[[2]string]map[*faultStream]bool)
@@ -119,19 +161,95 @@ func (n *faultNet) routeRead(actor, slot string) (walpb.WALClient, error) {
 	return n.route(actor, slot)
 }
 
-func (n *faultNet) chance(p float64) bool {
-	if p <= 0 {
-		return false
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.mu.rng.Float64() < p
+// fate is the generator that decides one reply's faults: seeded by the
+// net's seed, the reply's key and how many times that key was seen.
+type fate struct {
+	net   *faultNet
+	key   faultKey
+	try   int
+	rng   *rand.Rand
+	quiet bool
 }
 
-func (n *faultNet) delay() time.Duration {
+func (n *faultNet) fateOf(k faultKey) *fate {
+	n.mu.Lock()
+	n.mu.attempts[k]++
+	try, quiet := n.mu.attempts[k], n.mu.quiet
+	n.mu.replies[k.actor]++
+	close(n.mu.tick)
+	n.mu.tick = make(chan struct{})
+	n.mu.Unlock()
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s|%s|%s|%d|%d|%d", k.actor, k.slot, k.call, k.ledger, k.entry, try)
+	return &fate{net: n, key: k, try: try, quiet: quiet, rng: rand.New(rand.NewPCG(n.seed, h.Sum64()))}
+}
+
+// chance draws whether a fault of the given kind happens; if so it is
+// traced.
+func (f *fate) chance(kind string, p float64) bool {
+	if f.quiet || p <= 0 || f.rng.Float64() >= p {
+		return false
+	}
+	f.net.note(fmt.Sprintf("%s %s->%s %s ledger=%d entry=%d try=%d", kind, f.key.actor, f.key.slot, f.key.call, f.key.ledger, f.key.entry, f.try))
+	return true
+}
+
+// note appends a line to the trace.
+func (n *faultNet) note(line string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return time.Duration(n.mu.rng.Int64N(int64(n.maxDelay) + 1))
+	n.mu.trace = append(n.mu.trace, line)
+}
+
+// takeTrace returns the trace so far and starts a new one.
+func (n *faultNet) takeTrace() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t := n.mu.trace
+	n.mu.trace = nil
+	return t
+}
+
+// setQuiet suspends (or resumes) every reply fault.
+func (n *faultNet) setQuiet(quiet bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mu.quiet = quiet
+}
+
+// deliver records the acks of a reply the actor's stream handed on.
+func (n *faultNet) deliver(actor, slot string, incarnations map[int64]uint64, r *walpb.AddEntriesResponse) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, res := range r.Results {
+		if res.Code == walpb.AddCode_ADD_OK {
+			n.mu.delivered[deliveredKey{actor, heldKey{slot, incarnations[res.EntryId], res.LedgerId, res.EntryId}}] = true
+		}
+	}
+	close(n.mu.tick)
+	n.mu.tick = make(chan struct{})
+}
+
+// deliveredTo reports whether the actor got the store incarnation's ack of
+// the entry.
+func (n *faultNet) deliveredTo(actor, slot string, incarnation, ledger uint64, entry int64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.delivered[deliveredKey{actor, heldKey{slot, incarnation, ledger, entry}}]
+}
+
+// answered returns a channel closed at the next reply any actor gets.
+func (n *faultNet) answered() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.tick
+}
+
+// repliesTo is how many replies the actor got.
+func (n *faultNet) repliesTo(actor string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.replies[actor]
 }
 
 var errUnreachable = status.Error(codes.Unavailable, "faultnet: unreachable")
@@ -150,16 +268,19 @@ func (n *faultNet) route(actor, slot string) (walpb.WALClient, error) {
 	return c, nil
 }
 
-// replyFault decides the fate of a reply the store already gave.
-func (n *faultNet) replyFault(ctx context.Context) error {
-	if n.chance(n.dropRate) {
+// replyFault decides the fate of a reply the store already gave: dropped
+// (an error, as from a lost connection), or delayed by yielding the
+// processor a seeded number of times.
+func (n *faultNet) replyFault(ctx context.Context, f *fate) error {
+	if f.chance("drop", n.dropRate) {
 		return status.Error(codes.Unavailable, "faultnet: reply dropped")
 	}
-	if n.chance(n.delayRate) {
-		select {
-		case <-time.After(n.delay()):
-		case <-ctx.Done():
-			return ctx.Err()
+	if f.chance("delay", n.delayRate) {
+		for range f.rng.IntN(n.maxDelay + 1) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			runtime.Gosched()
 		}
 	}
 	return nil
@@ -231,6 +352,10 @@ type faultClient struct {
 	slot  string
 }
 
+func (c *faultClient) fate(call string, ledger uint64, entry int64) *fate {
+	return c.net.fateOf(faultKey{actor: c.actor, slot: c.slot, call: call, ledger: ledger, entry: entry})
+}
+
 func (c *faultClient) ReadEntry(ctx context.Context, in *walpb.ReadEntryRequest, opts ...grpc.CallOption) (*walpb.ReadEntryResponse, error) {
 	cl, err := c.net.routeRead(c.actor, c.slot)
 	if err != nil {
@@ -242,7 +367,7 @@ func (c *faultClient) ReadEntry(ctx context.Context, in *walpb.ReadEntryRequest,
 		return nil, err
 	}
 	c.net.observeRead(sentAt, c.slot, in.StoreIncarnation, in.LedgerId, in.EntryId, resp.Status)
-	return resp, c.net.replyFault(ctx)
+	return resp, c.net.replyFault(ctx, c.fate("read", in.LedgerId, in.EntryId))
 }
 
 func (c *faultClient) ReadEntries(ctx context.Context, in *walpb.ReadEntriesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[walpb.ReadEntryResponse], error) {
@@ -272,7 +397,7 @@ func (s *faultReadStream) Recv() (*walpb.ReadEntryResponse, error) {
 		return nil, err
 	}
 	s.client.net.observeRead(s.sentAt, s.client.slot, s.req.StoreIncarnation, s.req.LedgerId, resp.EntryId, resp.Status)
-	return resp, s.client.net.replyFault(s.ctx)
+	return resp, s.client.net.replyFault(s.ctx, s.client.fate("reads", s.req.LedgerId, resp.EntryId))
 }
 
 func (c *faultClient) LastEntry(ctx context.Context, in *walpb.LastEntryRequest, opts ...grpc.CallOption) (*walpb.LastEntryResponse, error) {
@@ -284,7 +409,7 @@ func (c *faultClient) LastEntry(ctx context.Context, in *walpb.LastEntryRequest,
 	if err != nil {
 		return nil, err
 	}
-	return resp, c.net.replyFault(ctx)
+	return resp, c.net.replyFault(ctx, c.fate("last", in.LedgerId, -1))
 }
 
 func (c *faultClient) Fence(ctx context.Context, in *walpb.FenceRequest, opts ...grpc.CallOption) (*walpb.FenceResponse, error) {
@@ -296,7 +421,7 @@ func (c *faultClient) Fence(ctx context.Context, in *walpb.FenceRequest, opts ..
 	if err != nil {
 		return nil, err
 	}
-	return resp, c.net.replyFault(ctx)
+	return resp, c.net.replyFault(ctx, c.fate("fence", in.LedgerId, -1))
 }
 
 func (c *faultClient) CloseLedger(ctx context.Context, in *walpb.CloseLedgerRequest, opts ...grpc.CallOption) (*walpb.CloseLedgerResponse, error) {
@@ -309,7 +434,7 @@ func (c *faultClient) CloseLedger(ctx context.Context, in *walpb.CloseLedgerRequ
 	if err != nil {
 		return nil, err
 	}
-	return resp, c.net.replyFault(ctx)
+	return resp, c.net.replyFault(ctx, c.fate("close", in.LedgerId, in.LastEntry))
 }
 
 func (c *faultClient) DeleteLedger(ctx context.Context, in *walpb.DeleteLedgerRequest, opts ...grpc.CallOption) (*walpb.DeleteLedgerResponse, error) {
@@ -430,7 +555,11 @@ func (s *faultStream) Recv() (*walpb.AddEntriesResponse, error) {
 		return nil, f.err
 	}
 	net := s.client.net
-	if net.chance(net.reorderRate) {
+	if net.stepped && !anyAdded(f.resp) {
+		return f.resp, nil
+	}
+	fate := s.client.fate("add", frameLedger(f.resp), frameLastEntry(f.resp))
+	if !net.stepped && fate.chance("reorder", net.reorderRate) {
 		select {
 		case g := <-s.frames:
 			if g.err == nil {
@@ -441,15 +570,44 @@ func (s *faultStream) Recv() (*walpb.AddEntriesResponse, error) {
 			}
 		default:
 		}
-		net.mu.Lock()
-		net.mu.rng.Shuffle(len(f.resp.Results), func(i, j int) {
+	}
+	if fate.chance("shuffle", net.reorderRate) {
+		fate.rng.Shuffle(len(f.resp.Results), func(i, j int) {
 			f.resp.Results[i], f.resp.Results[j] = f.resp.Results[j], f.resp.Results[i]
 		})
-		net.mu.Unlock()
 	}
-	if err := net.replyFault(s.ctx); err != nil {
+	if err := net.replyFault(s.ctx, fate); err != nil {
 		s.cancel()
 		return nil, err
 	}
+	s.imu.Lock()
+	net.deliver(s.client.actor, s.client.slot, s.incarnations, f.resp)
+	s.imu.Unlock()
 	return f.resp, nil
+}
+
+func anyAdded(r *walpb.AddEntriesResponse) bool {
+	for _, res := range r.Results {
+		if res.Code == walpb.AddCode_ADD_OK {
+			return true
+		}
+	}
+	return false
+}
+
+// frameLedger and frameLastEntry name an AddEntries reply by its ledger and
+// highest entry, for its fault key.
+func frameLedger(r *walpb.AddEntriesResponse) uint64 {
+	if len(r.Results) == 0 {
+		return 0
+	}
+	return r.Results[0].LedgerId
+}
+
+func frameLastEntry(r *walpb.AddEntriesResponse) int64 {
+	last := int64(-1)
+	for _, res := range r.Results {
+		last = max(last, res.EntryId)
+	}
+	return last
 }

@@ -3,11 +3,15 @@ package ledger
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,9 +21,31 @@ import (
 // of the writer from stores, store crashes and restarts, disk wipes that
 // bring a store back as a new incarnation, a slow writer) plus dropped,
 // delayed and reordered replies, with one or two recoveries racing the
-// writer (and each other, and sometimes the writer's own close). The
-// schedule is a function of the seed; goroutine interleavings are not
-// controlled, so a failure prints its seed and schedule to replay.
+// writer (and each other, and sometimes the writer's own close).
+//
+// What the seed decides: the schedule, and the fate of every reply (a
+// function of the seed and the reply, see faultNet). Nothing in the test
+// reads the wall clock: a slow writer yields the processor a number of
+// times, a recoverer that dies midway dies after a number of replies.
+// The stores, the writer and the recoveries are real goroutines over real
+// gRPC, so in the racing runs the interleaving is the scheduler's; a
+// failure prints its seed, and -seed=N (or ORDERLOG_SEED=N) runs that one
+// seed again. The stepped runs (TestRandomizedRecoveryReplays) take every
+// step only once the previous one settled, counted in store acks, and
+// record a trace that is identical from run to run.
+
+var seedFlag = flag.Int64("seed", -1, "run only this seed of the randomized ledger tests")
+
+// onlySeed is the seed -seed or ORDERLOG_SEED asks for.
+func onlySeed() (uint64, bool) {
+	if *seedFlag >= 0 {
+		return uint64(*seedFlag), true
+	}
+	if n, err := strconv.ParseUint(os.Getenv("ORDERLOG_SEED"), 10, 64); err == nil {
+		return n, true
+	}
+	return 0, false
+}
 
 type eventKind int
 
@@ -37,10 +63,11 @@ func (k eventKind) String() string {
 }
 
 type event struct {
-	at    int // before append #at
-	kind  eventKind
-	slot  int
-	pause time.Duration
+	at   int // before append #at
+	kind eventKind
+	slot int
+	// pause is how many times a stalled writer yields the processor.
+	pause int
 }
 
 type schedule struct {
@@ -49,59 +76,82 @@ type schedule struct {
 	entries    int
 	recoverAt  int
 	recoverers int
-	// abandoned is how long a recoverer that dies midway (it stops at a
-	// deadline, leaving the ledger recovering) runs; 0: none dies.
-	abandoned              time.Duration
+	// abandoned is how many store replies a recoverer that dies midway
+	// (leaving the ledger recovering) gets before it stops; 0: none dies.
+	abandoned              int
 	writerClosesDuringRace bool
 	dropRate, reorderRate  float64
 	events                 []event
+	// stepped: each append waits until the stores the writer reaches
+	// acked it, at least A stores stay reachable, and the race starts
+	// once every store is back, on a net without faults.
+	stepped bool
 }
 
 func (s schedule) String() string {
-	out := fmt.Sprintf("seed=%d W=%d A=%d f=%d entries=%d recoverAt=%d recoverers=%d abandoned=%s writerClose=%v drop=%.2f reorder=%.1f events:",
-		s.seed, s.w, s.a, s.f, s.entries, s.recoverAt, s.recoverers, s.abandoned, s.writerClosesDuringRace, s.dropRate, s.reorderRate)
+	out := fmt.Sprintf("seed=%d W=%d A=%d f=%d entries=%d recoverAt=%d recoverers=%d abandoned=%d writerClose=%v drop=%.2f reorder=%.1f stepped=%v events:",
+		s.seed, s.w, s.a, s.f, s.entries, s.recoverAt, s.recoverers, s.abandoned, s.writerClosesDuringRace, s.dropRate, s.reorderRate, s.stepped)
 	for _, e := range s.events {
 		out += fmt.Sprintf(" %d:%s(%d)", e.at, e.kind, e.slot)
 	}
 	return out
 }
 
-func makeSchedule(seed uint64, short bool) schedule {
+func makeSchedule(seed uint64, short, stepped bool) schedule {
 	rng := rand.New(rand.NewPCG(seed, 77))
 	configs := [][3]int{{3, 2, 1}, {5, 3, 2}, {3, 3, 1}, {3, 2, 1}}
 	cfg := configs[rng.IntN(len(configs))]
-	s := schedule{seed: seed, w: cfg[0], a: cfg[1], f: cfg[2], entries: 150 + rng.IntN(250)}
-	if short {
+	s := schedule{seed: seed, w: cfg[0], a: cfg[1], f: cfg[2], entries: 150 + rng.IntN(250), stepped: stepped}
+	if short || stepped {
 		s.entries = 60 + rng.IntN(100)
 	}
 	s.recoverAt = s.entries/3 + rng.IntN(s.entries/2)
+	if stepped {
+		s.recoverAt = s.entries
+	}
 	s.recoverers = 1 + rng.IntN(2)
 	if rng.IntN(3) == 0 {
-		s.abandoned = time.Duration(1+rng.IntN(30)) * time.Millisecond
+		s.abandoned = 1 + rng.IntN(30)
 	}
 	s.writerClosesDuringRace = rng.IntN(3) == 0
 	s.dropRate = []float64{0, 0.01, 0.02, 0.05}[rng.IntN(4)]
 	s.reorderRate = []float64{0, 0.2, 0.5}[rng.IntN(3)]
 	wipes := 0
 	crashed := map[int]bool{}
+	// away is when each cut slot comes back (stepped: at most W−A at once).
+	away := map[int]int{}
 	for at := 0; at < s.entries; at += 1 + rng.IntN(s.entries/6) {
 		slot := rng.IntN(s.w)
-		switch p := rng.IntN(10); {
+		for sl, back := range away {
+			if back <= at {
+				delete(away, sl)
+			}
+		}
+		p := rng.IntN(10)
+		if stepped && p < 6 && (len(away) >= s.w-s.a || away[slot] > 0) {
+			p = 9 // no more stores may be cut: a pause instead
+		}
+		switch {
 		case p < 3:
+			back := at + 1 + rng.IntN(s.entries/4)
 			s.events = append(s.events, event{at: at, kind: evPartition, slot: slot})
-			s.events = append(s.events, event{at: at + 1 + rng.IntN(s.entries/4), kind: evHeal, slot: slot})
+			s.events = append(s.events, event{at: back, kind: evHeal, slot: slot})
+			away[slot] = back
 		case p < 5 && !crashed[slot]:
 			crashed[slot] = true
+			back := at + 1 + rng.IntN(s.entries/4)
 			s.events = append(s.events, event{at: at, kind: evCrash, slot: slot})
-			s.events = append(s.events, event{at: at + 1 + rng.IntN(s.entries/4), kind: evRestart, slot: slot})
+			s.events = append(s.events, event{at: back, kind: evRestart, slot: slot})
+			away[slot] = back
 		case p < 6 && wipes < min(s.f, s.w-s.a) && !crashed[slot]:
 			// A wiped store loses what it acked, so at most f wipes; and
 			// recovery needs A live holders per entry, so at most W−A
 			// (no ensemble changes: see TestRecoveryWaitsWhenAHoldersImpossible).
 			wipes++
 			s.events = append(s.events, event{at: at, kind: evWipe, slot: slot})
+			away[slot] = math.MaxInt // a wiped store never acks this ledger again
 		default:
-			s.events = append(s.events, event{at: at, kind: evPause, pause: time.Duration(1+rng.IntN(15)) * time.Millisecond})
+			s.events = append(s.events, event{at: at, kind: evPause, pause: 1 + rng.IntN(200)})
 		}
 	}
 	slices.SortStableFunc(s.events, func(x, y event) int { return x.at - y.at })
@@ -123,13 +173,73 @@ func TestRandomizedRecovery(t *testing.T) {
 	if n := soakFactor(); n > 1 {
 		seeds = 6 * n // make soak: ORDERLOG_SOAK=50 runs 300 schedules (~5 min)
 	}
-	for seed := range uint64(seeds) {
-		s := makeSchedule(seed, testing.Short())
+	first := uint64(0)
+	if seed, ok := onlySeed(); ok {
+		first, seeds = seed, 1
+	}
+	for seed := first; seed < first+uint64(seeds); seed++ {
+		s := makeSchedule(seed, testing.Short(), false)
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Logf("schedule %s", s)
+			replayHint(t, "TestRandomizedRecovery", seed)
 			runSchedule(t, s)
 		})
 	}
+}
+
+// replayHint prints, when t fails, how to run its seed alone.
+func replayHint(t *testing.T, test string, seed uint64) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replay: go test ./ingest/ledger -run '^%s$' -seed=%d", test, seed)
+		}
+	})
+}
+
+// TestRandomizedRecoveryReplays runs stepped schedules, and one of them
+// twice: the two traces (events, faults, append results, the closed
+// ledger) must be identical, so a failing seed replays exactly.
+func TestRandomizedRecoveryReplays(t *testing.T) {
+	seeds := []uint64{3, 11}
+	if testing.Short() {
+		seeds = seeds[:1]
+	}
+	if seed, ok := onlySeed(); ok {
+		seeds = []uint64{seed}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			replayHint(t, "TestRandomizedRecoveryReplays", seed)
+			s := makeSchedule(seed, true, true)
+			t.Logf("schedule %s", s)
+			first := runSchedule(t, s)
+			second := runSchedule(t, s)
+			if dump := os.Getenv("ORDERLOG_TRACE_DUMP"); dump != "" {
+				_ = os.WriteFile(fmt.Sprintf("%s.%d.a", dump, seed), []byte(strings.Join(first, "\n")), 0o644)
+				_ = os.WriteFile(fmt.Sprintf("%s.%d.b", dump, seed), []byte(strings.Join(second, "\n")), 0o644)
+			}
+			if d := firstDifference(first, second); d != "" {
+				t.Fatalf("seed %d did not replay: %s", seed, d)
+			}
+			t.Logf("%d trace lines replayed identically", len(first))
+		})
+	}
+}
+
+func firstDifference(a, b []string) string {
+	for i := range max(len(a), len(b)) {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d: %q then %q", i, x, y)
+		}
+	}
+	return ""
 }
 
 // confirmLog records every LAC the writer reported.
@@ -152,16 +262,29 @@ func (l *confirmLog) highest() int64 {
 	return l.max
 }
 
-func runSchedule(t *testing.T, s schedule) {
+// runSchedule runs one schedule and returns its trace: the events in the
+// order applied, the faults, the append results and the closed ledger. In
+// a stepped schedule the trace is the same in every run.
+func runSchedule(t *testing.T, s schedule) []string {
 	c := newTestCluster(t, s.w, s.seed)
-	c.net.dropRate, c.net.delayRate, c.net.reorderRate, c.net.maxDelay = s.dropRate, 0.1, s.reorderRate, 3*time.Millisecond
+	c.net.dropRate, c.net.delayRate, c.net.reorderRate, c.net.maxDelay = s.dropRate, 0.1, s.reorderRate, 20
+	c.net.stepped = s.stepped
+	// Only a bound on a hung test; no outcome depends on it.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	trace := []string{"schedule " + s.String()}
 
+	// The writer's quorum timer runs on the wall clock; stepped schedules
+	// keep A stores reachable, so it must never fire there.
+	unreachable := 300 * time.Millisecond
+	if s.stepped {
+		unreachable = time.Hour
+	}
 	confirms := &confirmLog{max: -1}
 	w := c.create(t, s.a, s.f, WriterOptions{
-		MaxInFlight: 64, MaxFrameEntries: 16, UnreachableAfter: 300 * time.Millisecond, OnConfirm: confirms.report,
+		MaxInFlight: 64, MaxFrameEntries: 16, UnreachableAfter: unreachable, OnConfirm: confirms.report,
 	})
+	ensemble := c.ensemble()
 
 	type outcome struct {
 		who string
@@ -172,11 +295,22 @@ func runSchedule(t *testing.T, s schedule) {
 	var racers sync.WaitGroup
 	startRace := func() {
 		if s.abandoned > 0 {
-			// This recoverer dies midway; the others must finish its work.
+			// This recoverer dies midway, after a number of replies; the
+			// others must finish its work.
+			dying, stop := context.WithCancel(ctx)
 			go func() {
-				dying, stop := context.WithTimeout(ctx, s.abandoned)
 				defer stop()
 				_, _ = Recover(dying, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery-dying"), CallTimeout: 500 * time.Millisecond})
+			}()
+			go func() {
+				defer stop()
+				for c.net.repliesTo("recovery-dying") < s.abandoned {
+					select {
+					case <-c.net.answered():
+					case <-dying.Done():
+						return
+					}
+				}
 			}()
 		}
 		for i := range s.recoverers {
@@ -197,38 +331,94 @@ func runSchedule(t *testing.T, s schedule) {
 		}
 	}
 
+	// Stepped schedules: which slots the writer reaches with the ensemble's
+	// incarnation, and a wait until all of them delivered the writer's ack
+	// of an entry. Faults hit only replies to the one entry in flight; a
+	// store catching up after a heal or restart does so on a quiet net.
+	away := map[int]bool{}
+	settle := func(entry int64) {
+		for k := range s.w {
+			if away[k] {
+				continue
+			}
+			for !c.net.deliveredTo("writer", c.slots[k].name, ensemble[k].Incarnation, w.ID(), entry) {
+				select {
+				case <-c.net.answered():
+				case <-ctx.Done():
+					t.Fatalf("slot %d did not ack entry %d", k, entry)
+				}
+			}
+		}
+	}
+	apply := func(i int, e event) {
+		applyEvent(t, c, e)
+		trace = append(trace, fmt.Sprintf("before %d: %s(%d)", i, e.kind, e.slot))
+		switch e.kind {
+		case evPartition, evCrash, evWipe:
+			away[e.slot] = true
+		case evHeal, evRestart:
+			away[e.slot] = false
+		}
+	}
+
 	events := s.events
 	var appendErr error
 	for i := 0; i <= s.entries; i++ {
+		c.net.setQuiet(s.stepped)
 		for len(events) > 0 && events[0].at <= i {
-			applyEvent(t, c, events[0])
+			apply(i, events[0])
 			events = events[1:]
 		}
-		if i == s.recoverAt {
+		if s.stepped && i > 0 && appendErr == nil {
+			settle(int64(i - 1)) // stores back from a cut catch up
+		}
+		if i == s.recoverAt && !s.stepped {
 			startRace()
 		}
 		if i == s.entries || appendErr != nil {
 			continue
 		}
+		c.net.setQuiet(false)
 		id, err := w.Append(payloadFor(w.ID(), int64(i)), spanFor(int64(i)))
 		if err != nil {
 			appendErr = err
+			trace = append(trace, fmt.Sprintf("append %d: %v", i, err))
 			continue
 		}
 		if id != int64(i) {
 			t.Fatalf("Append returned id %d for entry %d", id, i)
 		}
+		if s.stepped {
+			settle(id)
+			for w.LAC() < id { // A stores acked it: the writer confirms it
+				if ctx.Err() != nil {
+					t.Fatalf("entry %d acked by the stores, LAC %d", id, w.LAC())
+				}
+				runtime.Gosched()
+			}
+			faults := c.net.takeTrace()
+			slices.Sort(faults) // the stores' replies to one entry race each other
+			trace = append(trace, faults...)
+			trace = append(trace, fmt.Sprintf("append %d: acked, LAC %d", i, w.LAC()))
+		}
 	}
+	c.net.setQuiet(s.stepped)
 	for _, e := range events { // events scheduled past the end (restarts, heals)
-		applyEvent(t, c, e)
+		apply(s.entries, e)
 	}
-	for _, sl := range c.slots { // every crashed store comes back eventually
+	for k, sl := range c.slots { // every crashed store comes back eventually
 		if _, up := sl.client(); !up {
 			sl.restart(t, false)
+			away[k] = false
 		}
 	}
 	for i := range s.w {
 		c.net.partition("writer", c.slots[i].name, false)
+		away[i] = ensemble[i].Incarnation != c.slots[i].member().Incarnation // wiped: never acks this ledger
+	}
+	if s.stepped {
+		settle(int64(s.entries - 1))
+		startRace()
 	}
 	racers.Wait()
 	close(results)
@@ -246,6 +436,7 @@ func runSchedule(t *testing.T, s schedule) {
 		}
 	}
 	final := *agreed
+	trace = append(trace, fmt.Sprintf("closed: last %d offsets [%d, %d)", final.LastEntry, final.FirstOffset, final.EndOffset))
 
 	// The fenced writer keeps trying; it must never confirm past the end.
 	if !s.writerClosesDuringRace {
@@ -285,6 +476,7 @@ func runSchedule(t *testing.T, s schedule) {
 		t.Fatalf("unexpected append error %v", appendErr)
 	}
 	t.Logf("closed at %d, writer confirmed up to %d", final.LastEntry, confirms.highest())
+	return trace
 }
 
 func applyEvent(t *testing.T, c *testCluster, e event) {
@@ -303,6 +495,8 @@ func applyEvent(t *testing.T, c *testCluster, e event) {
 	case evWipe:
 		sl.restart(t, true)
 	case evPause:
-		time.Sleep(e.pause)
+		for range e.pause {
+			runtime.Gosched()
+		}
 	}
 }
