@@ -228,8 +228,19 @@ func (in *testIngest) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	in.t.Cleanup(func() { stopWriter(w) })
 	in.w, in.epoch = w, epoch
 	return nil
+}
+
+// stopWriter ends the goroutines of a ledger writer the test left open
+// (replaced after a failover, or fenced), without recording anything: Close
+// with a context that is already done stops the writer's loops, then fails
+// before it reaches etcd. A writer the test closed answers ErrClosed.
+func stopWriter(w *ledger.Writer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _ = w.Close(ctx)
 }
 
 // grant asks for n offsets on the current ledger and waits for the reply.
