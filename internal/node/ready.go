@@ -44,7 +44,7 @@ type roleReadiness struct {
 func (s *Server) roles() []roleReadiness {
 	var out []roleReadiness
 	if s.sequencer != nil {
-		out = append(out, roleReadiness{"sequencer", []string{sequencerpb.Sequencer_ServiceDesc.ServiceName}, s.sequencer.Ready()})
+		out = append(out, roleReadiness{"sequencer", []string{sequencerpb.Sequencer_ServiceDesc.ServiceName}, s.sequencerReady()})
 	}
 	if s.store != nil {
 		out = append(out, roleReadiness{"store", []string{walpb.WAL_ServiceDesc.ServiceName}, nil})
@@ -61,6 +61,13 @@ func (s *Server) roles() []roleReadiness {
 		}
 	}
 	return out
+}
+
+func (s *Server) sequencerReady() error {
+	if wait := s.sequencerWait.Load(); wait != nil {
+		return fmt.Errorf("sequencer: waiting for stores for its commit ledger: %w", *wait)
+	}
+	return s.sequencer.Ready()
 }
 
 // errReaderNotInStep: the reader has applied no watermark yet, and reads

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -161,12 +162,15 @@ type Server struct {
 	sequencer    *sequencer.Node
 	// sequencerService serves s.sequencer; LocalGrants reaches it in process.
 	sequencerService *sequencer.Service
-	ingest           *ingest.Node
-	reader           *reader.Reader
-	storeLease       clientv3.LeaseID
-	dataLock         *os.File // flock on <data>/LOCK while the process runs
-	cancel           context.CancelFunc
-	done             chan struct{}
+	// sequencerWait is why the sequencer node does not campaign yet (no
+	// ensemble for its commit ledger), nil once it does.
+	sequencerWait atomic.Pointer[error]
+	ingest        *ingest.Node
+	reader        *reader.Reader
+	storeLease    clientv3.LeaseID
+	dataLock      *os.File // flock on <data>/LOCK while the process runs
+	cancel        context.CancelFunc
+	done          chan struct{}
 }
 
 // Start starts every role and serves until Close.
@@ -177,8 +181,8 @@ func Start(cfg Config) (*Server, error) {
 	logger := event.OrDiscard(cfg.Logger)
 	s := &Server{cfg: cfg, logger: logger, events: event.Tee(event.Logging(logger), cfg.Events), done: make(chan struct{})}
 	s.cfg.Ingest.Events = event.Tee(s.events, cfg.Ingest.Events)
-	if s.cfg.Ingest.Logf == nil && cfg.Logger != nil {
-		s.cfg.Ingest.Logf = func(format string, args ...any) { logger.Warn(fmt.Sprintf(format, args...)) }
+	if s.cfg.Ingest.Logger == nil {
+		s.cfg.Ingest.Logger = logger
 	}
 	if err := s.start(); err != nil {
 		s.Close()
@@ -343,10 +347,12 @@ func (s *Server) startSequencer(ctx context.Context) error {
 			// registered when this node starts.
 			members, err := chooseEnsemble(ctx, s.cli, s.cfg.Commit.W, preferred)
 			if err == nil {
+				s.sequencerWait.Store(nil)
 				control.Replication.Ensemble = members
 				_ = s.sequencer.Run(ctx)
 				return
 			}
+			s.sequencerWait.Store(&err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(100 * time.Millisecond):
