@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"orderlog/ingest/coordinator"
 	"orderlog/ingest/ledger"
 	"orderlog/ingest/pipeline"
+	"orderlog/internal/event"
 	"orderlog/internal/keys"
 )
 
@@ -31,10 +33,10 @@ type Node struct {
 	incarnation string
 	lease       clientv3.LeaseID
 
-	events chan func()
-	stop   chan struct{}
-	done   chan struct{}
-	wg     sync.WaitGroup // async helpers (ledger opens, closes, takeovers)
+	work chan func() // run on the loop goroutine (do)
+	stop chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup // async helpers (ledger opens, closes, takeovers)
 
 	// Owned by the loop goroutine.
 	machine     *coordinator.Machine
@@ -45,6 +47,16 @@ type Node struct {
 	nextInit    uint64
 	encoder     coordinator.Encoder
 
+	// closeReasons says why each ledger the node gave up is closed, for the
+	// LedgerClosed event.
+	closeReasons map[uint64]string
+
+	// registeredFrom is, per producer id, the owner before this node's own
+	// InitProducer registered it (read by takeover for its event).
+	registeredFrom sync.Map
+
+	logger       *slog.Logger
+	events       event.Listener
 	ledgerErrors repeatedError // written by openLedger's goroutines
 	metrics      *nodeMetrics
 }
@@ -64,12 +76,14 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 	if err != nil {
 		return nil, err
 	}
+	cfg.Events.EnsureDefaults()
 	n := &Node{
 		cfg: cfg, etcd: etcd, stores: stores, ensemble: ensemble,
 		incarnation: fmt.Sprintf("%s-%d", cfg.NodeName, time.Now().UnixNano()),
-		events:      make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
+		work:        make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
 		machine: machine, topicsSeen: make(map[string]bool), grantAsked: make(map[uint64]time.Time),
-		initWaiters: make(map[uint64]chan coordinator.InitDone), metrics: newNodeMetrics(),
+		initWaiters: make(map[uint64]chan coordinator.InitDone), closeReasons: make(map[uint64]string),
+		logger: event.OrDiscard(cfg.Logger), events: cfg.Events, metrics: newNodeMetrics(),
 	}
 	if err := n.register(ctx); err != nil {
 		return nil, err
@@ -100,6 +114,11 @@ func (n *Node) register(ctx context.Context) error {
 	go func() {
 		for range keepAlive {
 		}
+		select {
+		case <-n.stop:
+		default: // etcd let the lease expire or revoked it: the node can create no ledger
+			n.events.LeaseLost(event.LeaseInfo{Holder: "ingest " + n.incarnation, LeaseID: int64(lease.ID)})
+		}
 	}()
 	n.lease = lease.ID
 	return nil
@@ -111,7 +130,7 @@ func (n *Node) LeaseID() int64 { return int64(n.lease) }
 // do runs fn on the loop goroutine; false if the node stopped.
 func (n *Node) do(fn func()) bool {
 	select {
-	case n.events <- fn:
+	case n.work <- fn:
 		return true
 	case <-n.stop:
 		return false
@@ -157,7 +176,7 @@ func (n *Node) loop() {
 	defer health.Stop()
 	for {
 		select {
-		case fn := <-n.events:
+		case fn := <-n.work:
 			fn()
 		case reply := <-n.grants.Replies():
 			n.onGrantReply(reply)

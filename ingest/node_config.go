@@ -3,6 +3,7 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"orderlog/ingest/pipeline"
@@ -46,9 +47,9 @@ type Config struct {
 	Pipeline pipeline.Config
 	// DedupWindow is how many (seq → offset) pairs each producer remembers.
 	DedupWindow int
-	// Logf reports failures the node retries by itself (a ledger that
-	// cannot be created); nil is silent.
-	Logf func(string, ...any)
+	// Logger reports failures the node retries by itself (a ledger that
+	// cannot be created); nil discards.
+	Logger *slog.Logger
 	// Events is told of takeovers, lease loss, and the node's ledgers
 	// opening and closing.
 	Events event.Listener

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"orderlog/ingest/ledger"
 	"orderlog/ingest/pipeline"
 	"orderlog/ingest/producer"
+	"orderlog/internal/event"
 	"orderlog/internal/grpcopt"
 )
 
@@ -28,13 +30,13 @@ func (n *Node) openLedger(open *coordinator.OpenLedger) {
 		w, err := n.createLedger(epoch, open.Snapshot)
 		if err != nil {
 			n.metrics.ledgerErrors.Inc()
-			n.ledgerErrors.report(n.cfg.Logf, err)
+			n.ledgerErrors.report(n.logger, err)
 			if n.sleep(retryPause) {
 				n.do(n.machine.LedgerOpenFailed)
 			}
 			return
 		}
-		if !n.do(func() { n.ledgerOpened(w) }) {
+		if !n.do(func() { n.ledgerOpened(w, open.Reason) }) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_, _ = w.Close(ctx)
 			cancel()
@@ -55,9 +57,10 @@ func (n *Node) sleep(d time.Duration) bool {
 	}
 }
 
-func (n *Node) ledgerOpened(w *ledger.Writer) {
+func (n *Node) ledgerOpened(w *ledger.Writer, reason string) {
 	n.writer = w
 	n.metrics.ledgersOpened.Inc()
+	n.events.LedgerOpened(event.LedgerInfo{Ledger: w.ID(), Epoch: uint64(w.Metadata().Epoch), Writer: n.incarnation, Last: -1, Reason: reason})
 	n.machine.LedgerOpened(w.ID(), w.LAC())
 }
 
@@ -72,15 +75,12 @@ type repeatedError struct {
 
 const repeatedErrorEvery = 30 * time.Second
 
-func (r *repeatedError) report(logf func(string, ...any), err error) {
-	if logf == nil {
-		return
-	}
+func (r *repeatedError) report(logger *slog.Logger, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if text := err.Error(); text != r.last || time.Since(r.logged) >= repeatedErrorEvery {
 		r.last, r.logged = text, time.Now()
-		logf("ingest: cannot open a ledger (retrying): %v", err)
+		logger.Warn("ingest: cannot open a ledger (retrying)", "err", err)
 	}
 }
 
@@ -132,7 +132,7 @@ func (n *Node) appendEntries(appends []coordinator.Append) {
 		}
 		entry, err := n.appendEntry(a)
 		if err != nil {
-			n.machine.LedgerFailed(a.Ledger)
+			n.ledgerFailed(a.Ledger, "append failed: "+err.Error())
 			n.closeWriter()
 			continue
 		}
@@ -172,8 +172,17 @@ func (n *Node) appendEntry(a coordinator.Append) (int64, error) {
 // checkWriter notices a writer that failed without an append to tell.
 func (n *Node) checkWriter() {
 	if n.writer != nil && n.writer.Err() != nil {
-		n.machine.LedgerFailed(n.writer.ID())
+		n.ledgerFailed(n.writer.ID(), "writer failed: "+n.writer.Err().Error())
 	}
+}
+
+// ledgerFailed tells the machine the ledger can take no more writes, and
+// notes why for its LedgerClosed event.
+func (n *Node) ledgerFailed(id uint64, reason string) {
+	if _, ok := n.closeReasons[id]; !ok {
+		n.closeReasons[id] = reason
+	}
+	n.machine.LedgerFailed(id)
 }
 
 // closeLedgers closes the ledgers the machine gave up, at their LAC
@@ -195,12 +204,15 @@ func (n *Node) closeWriter() {
 	}
 	n.writer = nil
 	id := w.ID()
+	reason := n.closeReasons[id]
+	delete(n.closeReasons, id)
 	n.async(func() {
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			meta, err := w.Close(ctx)
 			cancel()
 			if err == nil {
+				n.events.LedgerClosed(event.LedgerInfo{Ledger: id, Epoch: uint64(meta.Epoch), Writer: n.incarnation, Last: meta.LastEntry, Reason: reason})
 				n.do(func() { n.machine.LedgerClosed(id, meta.LastEntry) })
 				return
 			}
@@ -214,7 +226,7 @@ func (n *Node) closeWriter() {
 // CloseLedgerRequested is called when the sequencer asks this node to close
 // a ledger (a grant lease expired, or a new leader took over).
 func (n *Node) CloseLedgerRequested(ledgerID uint64) {
-	n.do(func() { n.machine.LedgerFailed(ledgerID) })
+	n.do(func() { n.ledgerFailed(ledgerID, "the sequencer asked for a close") })
 }
 
 func (n *Node) onGrantReply(r GrantReply) {
@@ -224,6 +236,9 @@ func (n *Node) onGrantReply(r GrantReply) {
 	}
 	if r.Err != nil {
 		n.metrics.grantRefusals.Inc()
+		if _, ok := n.closeReasons[r.Ledger]; !ok {
+			n.closeReasons[r.Ledger] = "grant refused: " + r.Err.Error()
+		}
 		n.machine.GrantRefused(r.BatchID, r.Ledger)
 		return
 	}

@@ -143,23 +143,25 @@ func casProducer(ctx context.Context, cli *clientv3.Client, rec producerRecord, 
 }
 
 // takeOwnership makes owner the owner of producer id (gen+1, same epoch) if
-// epoch is still the producer's epoch. It returns the record now stored.
-func takeOwnership(ctx context.Context, cli *clientv3.Client, id, epoch uint64, owner string) (producerRecord, error) {
+// epoch is still the producer's epoch. It returns the record now stored and
+// the owner before.
+func takeOwnership(ctx context.Context, cli *clientv3.Client, id, epoch uint64, owner string) (rec producerRecord, previousOwner string, err error) {
 	for attempt := 0; attempt < 100; attempt++ {
 		rec, modRevision, err := getProducer(ctx, cli, id)
 		if err != nil {
-			return producerRecord{}, err
+			return producerRecord{}, "", err
 		}
+		previousOwner = rec.Owner
 		if rec.Epoch != epoch || rec.Owner == owner {
-			return rec, nil // the caller compares the epoch
+			return rec, previousOwner, nil // the caller compares the epoch
 		}
 		rec.Owner = owner
 		rec.Gen++
 		if err := casProducer(ctx, cli, rec, modRevision); !errors.Is(err, errConflict) {
-			return rec, err
+			return rec, previousOwner, err
 		}
 	}
-	return producerRecord{}, fmt.Errorf("take producer %d: %w", id, errConflict)
+	return producerRecord{}, "", fmt.Errorf("take producer %d: %w", id, errConflict)
 }
 
 // recordStateLedger notes that ledger holds a confirmed snapshot of the

@@ -7,16 +7,21 @@ import (
 
 	"orderlog/ingest/coordinator"
 	"orderlog/internal/apierr"
+	"orderlog/internal/event"
 )
 
 // takeover makes this node the producer's owner if the epoch asked is
 // current, and rebuilds its state from the ledgers (DESIGN.md §6); the
 // machine decides what the outcome means.
 func (n *Node) takeover(t coordinator.Takeover) {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	result := coordinator.TakeoverResult{Producer: t.Producer, Epoch: t.Epoch}
-	rec, err := takeOwnership(ctx, n.etcd, t.Producer, t.Epoch, n.incarnation)
+	rec, previousOwner, err := takeOwnership(ctx, n.etcd, t.Producer, t.Epoch, n.incarnation)
+	if from, ok := n.registeredFrom.LoadAndDelete(t.Producer); ok && previousOwner == n.incarnation {
+		previousOwner = from.(string) // this node's InitProducer took it already
+	}
 	result.Current = rec.Epoch
 	if err == nil && rec.Epoch != t.Epoch {
 		err = coordinator.StaleEpochError(t.Producer, t.Epoch, rec.Epoch)
@@ -31,6 +36,10 @@ func (n *Node) takeover(t coordinator.Takeover) {
 		err = apierr.New(apierr.Unavailable, "take over producer %d: %v", t.Producer, err)
 	}
 	result.Err = err
+	if err == nil {
+		n.events.ProducerTakeover(event.TakeoverInfo{Producer: t.Producer, Name: rec.Name, FromOwner: previousOwner,
+			ToOwner: n.incarnation, Duration: time.Since(start)})
+	}
 	n.do(func() { n.machine.TakeoverDone(result) })
 }
 
@@ -53,7 +62,10 @@ func (n *Node) recordState(r coordinator.StateRecord) {
 func (n *Node) registerBucket(index int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rec, _, err := registerProducer(ctx, n.etcd, coordinator.BucketName(index), n.incarnation)
+	rec, previous, err := registerProducer(ctx, n.etcd, coordinator.BucketName(index), n.incarnation)
+	if err == nil {
+		n.registeredFrom.Store(rec.ID, previous.Owner)
+	}
 	n.do(func() {
 		if err != nil {
 			n.machine.BucketRegistrationFailed(index, apierr.New(apierr.Unavailable, "register producer: %v", err))

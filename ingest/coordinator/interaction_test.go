@@ -351,7 +351,7 @@ func printReady(out *strings.Builder, rd *Ready) {
 		fmt.Fprintf(out, "release %s\n", f.Owner)
 	}
 	if o := rd.OpenLedger; o != nil {
-		fmt.Fprintf(out, "open-ledger pause=%v snapshot=%s\n", o.Pause, statesText(o.Snapshot))
+		fmt.Fprintf(out, "open-ledger pause=%v snapshot=%s (%s)\n", o.Pause, statesText(o.Snapshot), o.Reason)
 	}
 	for _, id := range rd.CloseLedgers {
 		fmt.Fprintf(out, "close L%d\n", id)

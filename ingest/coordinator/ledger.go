@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -33,7 +34,14 @@ func (m *Machine) askForLedger() {
 	for _, st := range snapshot {
 		m.ledger.inEntry0[st.ID] = true
 	}
-	m.ready.OpenLedger = &OpenLedger{Snapshot: snapshot, Pause: RefusalPause(m.refusedInARow)}
+	reason := "the node's first ledger"
+	switch {
+	case m.refusedInARow > 0:
+		reason = fmt.Sprintf("L%d closed on a refused grant (%d in a row)", m.ledger.lastClosed, m.refusedInARow)
+	case m.ledger.lastClosed != 0:
+		reason = fmt.Sprintf("L%d closed", m.ledger.lastClosed)
+	}
+	m.ready.OpenLedger = &OpenLedger{Snapshot: snapshot, Pause: RefusalPause(m.refusedInARow), Reason: reason}
 }
 
 // LedgerOpened: the ledger asked for by OpenLedger is open, its entry 0
@@ -100,6 +108,7 @@ func (m *Machine) LedgerFailed(ledger uint64) {
 // beyond last get one in the next ledger.
 func (m *Machine) LedgerClosed(ledger uint64, last int64) {
 	m.ready.LedgersClosed = append(m.ready.LedgersClosed, ledger)
+	m.ledger.lastClosed = ledger
 	m.pipe.LedgerClosed(ledger, last)
 	m.snapshotsDurable(ledger, last)
 	for _, s := range m.producers {

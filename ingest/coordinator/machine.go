@@ -40,6 +40,9 @@ type Machine struct {
 type openLedger struct {
 	id        uint64 // 0: none open
 	nextEntry int64  // the entry number of the next append
+	// lastClosed is the ledger closed last (0: none yet), for OpenLedger's
+	// reason.
+	lastClosed uint64
 	// inEntry0 are the producers whose state the pending OpenLedger's
 	// snapshot (the next ledger's entry 0) holds.
 	inEntry0 map[uint64]bool
@@ -122,6 +125,7 @@ type Append struct {
 type OpenLedger struct {
 	Snapshot []producer.State
 	Pause    time.Duration
+	Reason   string // why a ledger is needed, for the log
 }
 
 // Takeover asks for producer Producer to be taken over at Epoch.

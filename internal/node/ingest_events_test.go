@@ -1,0 +1,98 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/client"
+	"orderlog/internal/event"
+)
+
+// eventLog records the ingest events a node fires.
+type eventLog struct {
+	mu        sync.Mutex
+	takeovers []event.TakeoverInfo
+	opened    []event.LedgerInfo
+	leaseLost chan event.LeaseInfo
+}
+
+func (l *eventLog) listener() event.Listener {
+	return event.Listener{
+		ProducerTakeover: func(i event.TakeoverInfo) { l.mu.Lock(); l.takeovers = append(l.takeovers, i); l.mu.Unlock() },
+		LedgerOpened:     func(i event.LedgerInfo) { l.mu.Lock(); l.opened = append(l.opened, i); l.mu.Unlock() },
+		LeaseLost:        func(i event.LeaseInfo) { l.leaseLost <- i },
+	}
+}
+
+func startWithEvents(t *testing.T, dir string, events *eventLog) *Server {
+	t.Helper()
+	s, err := Start(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: testLogger(t),
+		Events: events.listener()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.WaitReady(ctx); err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The ingest node tells its listener of the ledgers it opens, of a producer
+// it takes over (naming the incarnation it took it from), and of its lease
+// when etcd revokes it.
+func TestIngestEventsNameLedgersTakeoversAndLeaseLoss(t *testing.T) {
+	dir := t.TempDir()
+	first := &eventLog{leaseLost: make(chan event.LeaseInfo, 1)}
+	s := startWithEvents(t, dir, first)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := dial(t, s).NewProducer(ctx, "events", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Produce(ctx, msg("t", "", "a")); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	oldIncarnation := s.ingest.Incarnation()
+	first.mu.Lock()
+	if len(first.opened) == 0 || first.opened[0].Writer != oldIncarnation || first.opened[0].Ledger == 0 {
+		t.Fatalf("ledgers opened: %+v (node %s)", first.opened, oldIncarnation)
+	}
+	first.mu.Unlock()
+	s.Close()
+
+	second := &eventLog{leaseLost: make(chan event.LeaseInfo, 1)}
+	s = startWithEvents(t, dir, second)
+	defer s.Close()
+	again, err := dial(t, s).NewProducer(ctx, "events", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+	second.mu.Lock()
+	if len(second.takeovers) != 1 || second.takeovers[0].FromOwner != oldIncarnation ||
+		second.takeovers[0].ToOwner != s.ingest.Incarnation() || second.takeovers[0].Name != "events" {
+		t.Fatalf("takeovers after the restart: %+v (from %s)", second.takeovers, oldIncarnation)
+	}
+	second.mu.Unlock()
+
+	if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(s.ingest.LeaseID())); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case lost := <-second.leaseLost:
+		if lost.LeaseID != s.ingest.LeaseID() || lost.Holder != "ingest "+s.ingest.Incarnation() {
+			t.Fatalf("lease lost: %+v", lost)
+		}
+	case <-ctx.Done():
+		t.Fatal("no LeaseLost event after the ingest lease was revoked")
+	}
+}
