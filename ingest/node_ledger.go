@@ -179,10 +179,16 @@ func (n *Node) checkWriter() {
 // ledgerFailed tells the machine the ledger can take no more writes, and
 // notes why for its LedgerClosed event.
 func (n *Node) ledgerFailed(id uint64, reason string) {
-	if _, ok := n.closeReasons[id]; !ok {
+	n.noteCloseReason(id, reason)
+	n.machine.LedgerFailed(id)
+}
+
+// noteCloseReason keeps the first reason the open ledger is given up for
+// (a ledger that is not open is closed already, or being closed).
+func (n *Node) noteCloseReason(id uint64, reason string) {
+	if _, ok := n.closeReasons[id]; !ok && n.writer != nil && n.writer.ID() == id {
 		n.closeReasons[id] = reason
 	}
-	n.machine.LedgerFailed(id)
 }
 
 // closeLedgers closes the ledgers the machine gave up, at their LAC
@@ -236,9 +242,7 @@ func (n *Node) onGrantReply(r GrantReply) {
 	}
 	if r.Err != nil {
 		n.metrics.grantRefusals.Inc()
-		if _, ok := n.closeReasons[r.Ledger]; !ok {
-			n.closeReasons[r.Ledger] = "grant refused: " + r.Err.Error()
-		}
+		n.noteCloseReason(r.Ledger, "grant refused: "+r.Err.Error())
 		n.machine.GrantRefused(r.BatchID, r.Ledger)
 		return
 	}
