@@ -71,7 +71,7 @@ bench-sequencer:
 ## soak: long crash/chaos runs (a short version of each runs in `make test`)
 SOAK_CYCLES ?= 50
 soak:
-	ORDERLOG_SOAK=$(SOAK_CYCLES) $(GO) test -count=1 -timeout 60m -run 'Soak|Crash|Random' -v ./...
+	ORDERLOG_SOAK=$(SOAK_CYCLES) $(GO) test -count=1 -timeout 60m -run 'Soak|Crash|Random|Simulation' -v ./...
 
 ## proto: regenerate the committed gRPC/protobuf code
 proto: proto-tools
