@@ -24,7 +24,11 @@ func newSimChecker(w *simWorld) simChecker {
 }
 
 // durable takes in the entries of l that became durable since last time.
+// Durable entries never go away again.
 func (c *simChecker) durable(l *simLedger) {
+	if l.durableThrough() < l.durable {
+		c.w.fatalf("L%d: entries through %d were durable, now only through %d", l.id, l.durable, l.durableThrough())
+	}
 	for l.durable < l.durableThrough() {
 		l.durable++
 		e := l.entries[l.durable]

@@ -2,9 +2,11 @@ package coordinator
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -157,6 +159,59 @@ func TestSimulation(t *testing.T) {
 		total.closes < uint64(seeds)*2 || total.appendFailures < uint64(seeds)/10 || total.refusals < uint64(seeds) {
 		t.Fatalf("weak schedules: %+v", total)
 	}
+}
+
+// failureRecorder stops a simulation at its first failure and keeps the
+// message, so a test can run a failing seed and look at how it failed.
+type failureRecorder struct {
+	testing.TB
+	failure string
+}
+
+type simStopped struct{}
+
+func (r *failureRecorder) Helper() {}
+
+func (r *failureRecorder) Fatalf(format string, args ...any) {
+	r.failure = fmt.Sprintf(format, args...)
+	panic(simStopped{})
+}
+
+// runUntilFailure runs seed with recoveries that lose a confirmed entry and
+// returns the failure message ("" if the checker found nothing).
+func runUntilFailure(t *testing.T, seed uint64) (failure string) {
+	recorder := &failureRecorder{TB: t}
+	w := newSimWorld(recorder, seed)
+	w.brokenRecovery = true
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(simStopped); !ok {
+				panic(r)
+			}
+			failure = recorder.failure
+		}
+	}()
+	w.run(300)
+	return ""
+}
+
+// TestFailingSeedReplaysIdentically breaks the simulated storage (a
+// recovery loses the last confirmed entry) and runs a seed that catches it
+// twice: it must fail at the same step with the same message, trace
+// included.
+func TestFailingSeedReplaysIdentically(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		first := runUntilFailure(t, seed)
+		if first == "" {
+			continue
+		}
+		if second := runUntilFailure(t, seed); second != first {
+			t.Fatalf("seed %d failed differently:\n%s\n---\n%s", seed, first, second)
+		}
+		t.Logf("seed %d fails the same way twice: %s", seed, first[:strings.Index(first+"\n", "\n")])
+		return
+	}
+	t.Fatal("no seed of 20 caught recoveries that lose confirmed entries")
 }
 
 // TestSimulationSeedReplaysExactly runs seeds twice and compares their

@@ -54,6 +54,9 @@ type simWorld struct {
 	keyed      *simKeyedClient
 	check      simChecker
 	stats      simStats
+	// brokenRecovery makes recoveries lose the last confirmed entry: a
+	// storage bug the checker must catch, for the replay test.
+	brokenRecovery bool
 }
 
 type simStats struct {
@@ -333,9 +336,14 @@ func (w *simWorld) seal(l *simLedger, last int64) {
 // recover closes a dead writer's ledger keeping its LAC and a random part
 // of the entries beyond it (they may have reached a store).
 func (w *simWorld) recover(l *simLedger) {
-	if !l.closed {
-		w.seal(l, l.lac+int64(w.rng.IntN(len(l.entries)-int(l.lac))))
+	if l.closed {
+		return
 	}
+	last := l.lac + int64(w.rng.IntN(len(l.entries)-int(l.lac)))
+	if w.brokenRecovery && l.lac > 0 {
+		last = l.lac - 1
+	}
+	w.seal(l, last)
 }
 
 // confirm advances an open ledger's LAC of a live writer.
