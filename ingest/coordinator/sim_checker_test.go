@@ -1,6 +1,10 @@
 package coordinator
 
-import "orderlog/ingest/pipeline"
+import (
+	"slices"
+
+	"orderlog/ingest/pipeline"
+)
 
 // simChecker holds what the world has made durable and acknowledged, and
 // fails the run at the first step that breaks an invariant.
@@ -44,6 +48,9 @@ func (c *simChecker) logged(offset uint64, msg simMsg, l *simLedger) {
 		w.fatalf("offset %d logged twice: %+v and %+v (L%d)", offset, other, msg, l.id)
 	}
 	c.atOffset[offset] = msg
+	if msg.producer == 0 {
+		return // at least once: no seq to check
+	}
 	k := seqKey{msg.producer, msg.seq}
 	if other, ok := c.seqOffset[k]; ok {
 		w.fatalf("producer %d seq %d logged twice: offsets %d and %d (L%d)", msg.producer, msg.seq, other, offset, l.id)
@@ -62,9 +69,10 @@ func (c *simChecker) logged(offset uint64, msg simMsg, l *simLedger) {
 	c.keyOffset[msg.key] = offset
 }
 
-// acked checks an acknowledgement: durable at that offset, and the same
-// offset every time the seq is acknowledged.
-func (c *simChecker) acked(producerID, seq, offset uint64) {
+// acked checks an acknowledgement: durable at that offset, holding the
+// message the frame sent, and the same offset every time the seq is
+// acknowledged.
+func (c *simChecker) acked(producerID, seq, offset uint64, value string) {
 	k := seqKey{producerID, seq}
 	if before, ok := c.acks[k]; ok && before != offset {
 		c.w.fatalf("producer %d seq %d acknowledged at offset %d, earlier at %d", producerID, seq, offset, before)
@@ -72,6 +80,7 @@ func (c *simChecker) acked(producerID, seq, offset uint64) {
 	if durable, ok := c.seqOffset[k]; !ok || durable != offset {
 		c.w.fatalf("producer %d seq %d acknowledged at offset %d before it was durable there (durable: %d, %v)", producerID, seq, offset, durable, ok)
 	}
+	c.holds(offset, value)
 	c.acks[k] = offset
 	c.ackedThrough[producerID] = max(c.ackedThrough[producerID], seq+1)
 	c.w.stats.acked++
@@ -84,8 +93,25 @@ func (c *simChecker) keyAcked(key string, offset uint64) {
 	if durable, ok := c.keyOffset[key]; !ok || durable != offset {
 		c.w.fatalf("key %s acknowledged at offset %d before it was durable there (durable: %d, %v)", key, offset, durable, ok)
 	}
+	c.holds(offset, key)
 	c.keyAcks[key] = offset
 	c.w.stats.acked++
+}
+
+// anonAcked checks the ack of an at-least-once message.
+func (c *simChecker) anonAcked(value string, offset uint64) {
+	if _, ok := c.atOffset[offset]; !ok {
+		c.w.fatalf("%s acknowledged at offset %d before it was durable", value, offset)
+	}
+	c.holds(offset, value)
+	c.w.stats.acked++
+}
+
+// holds checks that the durable message at offset is the one acknowledged.
+func (c *simChecker) holds(offset uint64, value string) {
+	if got := c.atOffset[offset].value; got != value {
+		c.w.fatalf("%s acknowledged at offset %d, which holds %s", value, offset, got)
+	}
 }
 
 // written checks a Written report against the ledger: a durable entry
@@ -100,4 +126,25 @@ func (c *simChecker) written(r pipeline.WrittenReport) {
 		c.w.fatalf("Written [%d,%d) for entry %d of L%d, which holds [%d,%d)", r.Span.First, r.Span.End, r.Entry, r.Ledger,
 			e.first, e.first+uint64(len(e.msgs)))
 	}
+}
+
+// unused checks an Unused report: no batch was ever appended over it.
+func (c *simChecker) unused(u pipeline.UnusedReport) {
+	for _, sent := range c.w.ledger.all[u.Ledger].sent {
+		if sent.First < u.Span.End && u.Span.First < sent.End {
+			c.w.fatalf("Unused [%d,%d) on L%d, where [%d,%d) was appended", u.Span.First, u.Span.End, u.Ledger, sent.First, sent.End)
+		}
+	}
+}
+
+// snapshotDurable checks a state ledger about to be recorded: it holds a
+// durable snapshot of the producer.
+func (c *simChecker) snapshotDurable(r StateRecord) {
+	l := c.w.ledger.all[r.Ledger]
+	for _, e := range l.entries[:l.durableThrough()+1] {
+		if slices.Contains(e.snapshotOf, r.Producer) {
+			return
+		}
+	}
+	c.w.fatalf("L%d recorded as p%d's state ledger without a durable snapshot of it", r.Ledger, r.Producer)
 }

@@ -21,6 +21,11 @@ type simClient struct {
 	nextSeq     uint64
 	highestSent uint64 // one past the highest seq ever sent
 	inFlight    int
+	// sent is the value last sent for each seq: a retry sends the same
+	// message again, while a new session sends new values from its NextSeq
+	// on (a new instance does not know what the old one sent), so an ack
+	// that hands a new message an old message's offset shows.
+	sent map[uint64]string
 }
 
 // simSent is a frame a client sent.
@@ -28,7 +33,7 @@ type simSent struct {
 	client   *simClient
 	session  int
 	firstSeq uint64
-	count    int
+	values   []string
 }
 
 func (c *simClient) act(w *simWorld) bool {
@@ -58,20 +63,26 @@ func (c *simClient) act(w *simWorld) bool {
 		return false
 	}
 	first, count := c.nextSeq, 1+w.rng.IntN(3)
-	if c.nextSeq > 0 && w.rng.IntN(5) == 0 { // an old range again
+	retry := c.nextSeq > 0 && w.rng.IntN(5) == 0 // an old range again, same values
+	if retry {
 		first = uint64(w.rng.IntN(int(c.nextSeq)))
 		count = min(count, int(c.nextSeq-first))
-	} else {
-		c.nextSeq += uint64(count)
-		c.highestSent = max(c.highestSent, c.nextSeq)
 	}
 	values := make([]string, count)
 	for i := range values {
-		values[i] = fmt.Sprintf("%s:%d", c.name, first+uint64(i))
+		seq := first + uint64(i)
+		if !retry {
+			c.sent[seq] = fmt.Sprintf("%s/%d/%d", c.name, c.session, seq)
+		}
+		values[i] = c.sent[seq]
+	}
+	if !retry {
+		c.nextSeq += uint64(count)
+		c.highestSent = max(c.highestSent, c.nextSeq)
 	}
 	c.inFlight++
 	w.logf("%s sends seqs [%d,%d) to %s", c.name, first, first+uint64(count), n.incarnation)
-	n.inbox = append(n.inbox, NewFrame(simRequest(c.id, c.epoch, first, values), &simSent{client: c, session: c.session, firstSeq: first, count: count}))
+	n.inbox = append(n.inbox, NewFrame(simRequest(c.id, c.epoch, first, values), &simSent{client: c, session: c.session, firstSeq: first, values: values}))
 	return true
 }
 
@@ -99,7 +110,7 @@ func (c *simClient) answered(w *simWorld, n *simNode, sent *simSent, resp *order
 	}
 	if resp.ErrorCode != "" {
 		w.stats.refusals++
-		w.logf("%s: seqs [%d,%d) refused: %s", c.name, sent.firstSeq, sent.firstSeq+uint64(sent.count), resp.ErrorCode)
+		w.logf("%s: seqs [%d,%d) refused: %s", c.name, sent.firstSeq, sent.firstSeq+uint64(len(sent.values)), resp.ErrorCode)
 		if current {
 			c.ready = false
 		}
@@ -107,32 +118,52 @@ func (c *simClient) answered(w *simWorld, n *simNode, sent *simSent, resp *order
 	}
 	for i, ack := range resp.Acks {
 		if !ack.DuplicateWithoutOffset {
-			w.check.acked(c.id, sent.firstSeq+uint64(i), ack.Offset)
+			w.check.acked(c.id, sent.firstSeq+uint64(i), ack.Offset, sent.values[i])
 		}
 	}
-	w.logf("%s: seqs [%d,%d) acknowledged by %s", c.name, sent.firstSeq, sent.firstSeq+uint64(sent.count), n.incarnation)
+	w.logf("%s: seqs [%d,%d) acknowledged by %s", c.name, sent.firstSeq, sent.firstSeq+uint64(len(sent.values)), n.incarnation)
 }
 
-// lost: the client's node crashed; it goes to the other node.
-func (c *simClient) lost() {
-	c.ready, c.initPending, c.inFlight = false, false, 0
+// lost: the client's node crashed; it goes to the other node, where it
+// either registers again or goes on with its session (its frames then make
+// that node take the producer over).
+func (c *simClient) lost(w *simWorld) {
+	c.initPending, c.inFlight = false, 0
 	c.node = 1 - c.node
+	c.session++ // answers from the dead node never come
+	if c.ready && w.rng.IntN(2) == 0 {
+		w.logf("%s goes on with its session on n%d", c.name, c.node)
+		return
+	}
+	c.ready = false
 }
 
 // simKeyedClient sends one-message frames with an Idempotency-Key: mostly
 // new keys, sometimes one of its last three again.
 type simKeyedClient struct {
-	node    int
-	nextKey int
-	recent  []string
+	node     int
+	nextKey  int
+	recent   []string
+	inFlight int // frames sent to the current node, not answered
+	anon     int // at-least-once frames sent
 }
 
-type simKeyedSent struct{ key string }
+// simKeyedSent is a keyed frame (key set) or an at-least-once one.
+type simKeyedSent struct{ key, value string }
 
 func (c *simKeyedClient) act(w *simWorld) bool {
 	n := w.nodes[c.node]
 	if !n.alive {
 		return false
+	}
+	c.inFlight++
+	if w.rng.IntN(4) == 0 { // at least once: no producer, no key
+		c.anon++
+		value := fmt.Sprintf("anon/%d", c.anon)
+		w.logf("%s sent to %s", value, n.incarnation)
+		req := &orderlogpb.ProduceRequest{Messages: []*orderlogpb.Message{{Value: []byte(value)}}}
+		n.inbox = append(n.inbox, NewFrame(req, &simKeyedSent{value: value}))
+		return true
 	}
 	var key string
 	if len(c.recent) > 0 && w.rng.IntN(3) == 0 {
@@ -147,18 +178,25 @@ func (c *simKeyedClient) act(w *simWorld) bool {
 	}
 	req := &orderlogpb.ProduceRequest{IdempotencyKey: key, Messages: []*orderlogpb.Message{{Value: []byte(key)}}}
 	w.logf("key %s sent to %s", key, n.incarnation)
-	n.inbox = append(n.inbox, NewFrame(req, &simKeyedSent{key: key}))
+	n.inbox = append(n.inbox, NewFrame(req, &simKeyedSent{key: key, value: key}))
 	return true
 }
 
-func (c *simKeyedClient) answered(w *simWorld, sent *simKeyedSent, resp *orderlogpb.ProduceResponse) {
+func (c *simKeyedClient) answered(w *simWorld, n *simNode, sent *simKeyedSent, resp *orderlogpb.ProduceResponse) {
+	if n.slot == c.node {
+		c.inFlight--
+	}
 	if resp.ErrorCode != "" {
-		w.logf("key %s refused: %s", sent.key, resp.ErrorCode)
+		w.logf("%s refused: %s", sent.value, resp.ErrorCode)
 		return
 	}
-	if ack := resp.Acks[0]; !ack.DuplicateWithoutOffset {
+	ack := resp.Acks[0]
+	switch {
+	case sent.key == "":
+		w.check.anonAcked(sent.value, ack.Offset)
+	case !ack.DuplicateWithoutOffset:
 		w.check.keyAcked(sent.key, ack.Offset)
 	}
 }
 
-func (c *simKeyedClient) lost() { c.node = 1 - c.node }
+func (c *simKeyedClient) lost() { c.node, c.inFlight = 1-c.node, 0 }

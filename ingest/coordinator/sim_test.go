@@ -105,6 +105,14 @@ func (w *simWorld) run(steps int) {
 			w.fatalf("the world did not settle")
 		}
 	}
+	for _, c := range w.clients {
+		if w.nodes[c.node].alive && (c.initPending || c.inFlight > 0) {
+			w.fatalf("%s: the world settled with its InitProducer pending (%v) or %d frames unanswered", c.name, c.initPending, c.inFlight)
+		}
+	}
+	if w.nodes[w.keyed.node].alive && w.keyed.inFlight > 0 {
+		w.fatalf("the world settled with %d keyed or at-least-once frames unanswered", w.keyed.inFlight)
+	}
 	for _, id := range w.ledgerIDs() {
 		w.recover(w.ledger.all[id])
 	}

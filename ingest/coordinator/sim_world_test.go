@@ -70,6 +70,9 @@ type simLedger struct {
 	id      uint64
 	writer  string
 	entries []simEntry
+	// sent are the offset spans of every batch ever appended, kept when a
+	// close drops entries: an Unused report must not overlap one.
+	sent    []pipeline.Span
 	lac     int64
 	closed  bool
 	last    int64
@@ -78,14 +81,16 @@ type simLedger struct {
 
 // simEntry is one entry: its payload and, for the checker, its messages.
 type simEntry struct {
-	payload []byte
-	first   uint64
-	msgs    []simMsg
+	payload    []byte
+	first      uint64
+	msgs       []simMsg
+	snapshotOf []uint64 // producers whose state a snapshot entry holds
 }
 
 type simMsg struct {
 	producer, seq uint64
 	key           string
+	value         string
 }
 
 // durableThrough is the last entry that can never be lost.
@@ -135,7 +140,7 @@ func newSimWorld(t testing.TB, seed uint64) *simWorld {
 		w.startNode(w.nodes[i])
 	}
 	for i := range 3 {
-		w.clients = append(w.clients, &simClient{name: fmt.Sprintf("p%d", i), node: i % 2})
+		w.clients = append(w.clients, &simClient{name: fmt.Sprintf("p%d", i), node: i % 2, sent: make(map[uint64]string)})
 	}
 	w.keyed = &simKeyedClient{node: 0}
 	return w
@@ -174,7 +179,7 @@ func (w *simWorld) crash(n *simNode) {
 	n.alive = false
 	for _, c := range w.clients {
 		if c.node == n.slot {
-			c.lost()
+			c.lost(w)
 		}
 	}
 	if w.keyed.node == n.slot {
@@ -212,6 +217,9 @@ func (w *simWorld) act(n *simNode, rd *Ready) {
 	for _, r := range rd.Written {
 		w.check.written(r)
 	}
+	for _, u := range rd.Unused {
+		w.check.unused(u)
+	}
 	for _, f := range rd.Answers {
 		w.answered(n, f)
 	}
@@ -235,6 +243,10 @@ func (w *simWorld) act(n *simNode, rd *Ready) {
 	}
 	for _, index := range rd.RegisterBuckets {
 		w.later(n, fmt.Sprintf("register bucket %d", index), func() {
+			if w.rng.IntN(10) == 0 {
+				n.m.BucketRegistrationFailed(index, apierr.New(apierr.Unavailable, "etcd is unavailable"))
+				return
+			}
 			rec := w.register(BucketName(index), n)
 			n.m.BucketRegistered(index, rec.id, rec.epoch)
 		})
@@ -263,6 +275,9 @@ func (w *simWorld) appendEntries(n *simNode, appends []Append) {
 			w.fatalf("append numbered entry %d of L%d, which has %d", a.Entry, a.Ledger, len(l.entries))
 		}
 		l.entries = append(l.entries, w.entryOf(n, a))
+		if a.Batch != nil {
+			l.sent = append(l.sent, a.Batch.Span())
+		}
 	}
 }
 
@@ -272,7 +287,7 @@ func (w *simWorld) entryOf(n *simNode, a Append) simEntry {
 		if err != nil {
 			w.fatalf("snapshot: %v", err)
 		}
-		return simEntry{payload: payload}
+		return simEntry{payload: payload, snapshotOf: stateIDs(a.Snapshot)}
 	}
 	payload, err := n.encoder.Encode(a.Batch, 0, nil)
 	if err != nil {
@@ -280,7 +295,8 @@ func (w *simWorld) entryOf(n *simNode, a Append) simEntry {
 	}
 	e := simEntry{payload: payload, first: a.Batch.First}
 	for _, m := range a.Batch.Messages {
-		e.msgs = append(e.msgs, simMsg{producer: m.ProducerID, seq: m.Seq, key: string(m.Payload.(*MessageRef).Record.MessageID)})
+		record := m.Payload.(*MessageRef).Record
+		e.msgs = append(e.msgs, simMsg{producer: m.ProducerID, seq: m.Seq, key: string(record.MessageID), value: string(record.Value)})
 	}
 	return e
 }
@@ -299,7 +315,8 @@ func (w *simWorld) openLedger(n *simNode, open *OpenLedger) {
 			w.fatalf("snapshot: %v", err)
 		}
 		w.ledger.next++
-		l := &simLedger{id: w.ledger.next, writer: n.incarnation, entries: []simEntry{{payload: payload}}, lac: -1, durable: -1}
+		l := &simLedger{id: w.ledger.next, writer: n.incarnation, lac: -1, durable: -1,
+			entries: []simEntry{{payload: payload, snapshotOf: stateIDs(open.Snapshot)}}}
 		if w.rng.IntN(2) == 0 {
 			l.lac = 0
 		}
@@ -418,6 +435,11 @@ func (w *simWorld) takeover(n *simNode, t Takeover) TakeoverResult {
 		return result
 	}
 	result.Current = rec.epoch
+	if w.rng.IntN(30) == 0 {
+		w.logf("etcd fails %s's takeover of p%d", n.incarnation, t.Producer)
+		result.Err = apierr.New(apierr.Unavailable, "etcd is unavailable")
+		return result
+	}
 	if rec.epoch != t.Epoch {
 		result.Err = StaleEpochError(t.Producer, t.Epoch, rec.epoch)
 		return result
@@ -466,6 +488,14 @@ func (w *simWorld) checkWriter(n *simNode) bool {
 	return false
 }
 
+func stateIDs(states []producer.State) []uint64 {
+	ids := make([]uint64, len(states))
+	for i, s := range states {
+		ids[i] = s.ID
+	}
+	return ids
+}
+
 func (w *simWorld) writerAlive(incarnation string) bool {
 	for _, n := range w.nodes {
 		if n.alive && n.incarnation == incarnation {
@@ -486,6 +516,11 @@ func (w *simWorld) ledgerIDs() []uint64 {
 
 // recordState is RecordStates's etcd part.
 func (w *simWorld) recordState(n *simNode, r StateRecord) error {
+	w.check.snapshotDurable(r)
+	if w.rng.IntN(20) == 0 {
+		w.logf("etcd fails to record p%d's state ledger", r.Producer)
+		return apierr.New(apierr.Unavailable, "etcd is unavailable")
+	}
 	rec := w.etcd.producers[r.Producer]
 	if rec.owner != n.incarnation {
 		return apierr.New(apierr.ProducerFenced, "producer %d moved to another node", r.Producer)
@@ -501,7 +536,7 @@ func (w *simWorld) answered(n *simNode, f *Frame) {
 	case *simSent:
 		owner.client.answered(w, n, owner, resp)
 	case *simKeyedSent:
-		w.keyed.answered(w, owner, resp)
+		w.keyed.answered(w, n, owner, resp)
 	}
 }
 
