@@ -51,10 +51,6 @@ type Node struct {
 	// LedgerClosed event.
 	closeReasons map[uint64]string
 
-	// registeredFrom is, per producer id, the owner before this node's own
-	// InitProducer registered it (read by takeover for its event).
-	registeredFrom sync.Map
-
 	logger       *slog.Logger
 	events       event.Listener
 	ledgerErrors repeatedError // written by openLedger's goroutines

@@ -104,11 +104,12 @@ func (n *Node) InitProducer(ctx context.Context, name string) (*orderlogpb.InitP
 	if err := checkProducerName(name); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	rec, previous, err := registerProducer(ctx, n.etcd, name, n.incarnation)
 	if err != nil {
 		return nil, apierr.New(apierr.Unavailable, "register producer: %v", err)
 	}
-	n.registeredFrom.Store(rec.ID, previous.Owner)
+	n.ownerChanged(rec, previous.Owner, start)
 	answer := make(chan coordinator.InitDone, 1)
 	var token uint64
 	if !n.do(func() {

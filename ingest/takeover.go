@@ -19,9 +19,6 @@ func (n *Node) takeover(t coordinator.Takeover) {
 	defer cancel()
 	result := coordinator.TakeoverResult{Producer: t.Producer, Epoch: t.Epoch}
 	rec, previousOwner, err := takeOwnership(ctx, n.etcd, t.Producer, t.Epoch, n.incarnation)
-	if from, ok := n.registeredFrom.LoadAndDelete(t.Producer); ok && previousOwner == n.incarnation {
-		previousOwner = from.(string) // this node's InitProducer took it already
-	}
 	result.Current = rec.Epoch
 	if err == nil && rec.Epoch != t.Epoch {
 		err = coordinator.StaleEpochError(t.Producer, t.Epoch, rec.Epoch)
@@ -37,10 +34,19 @@ func (n *Node) takeover(t coordinator.Takeover) {
 	}
 	result.Err = err
 	if err == nil {
-		n.events.ProducerTakeover(event.TakeoverInfo{Producer: t.Producer, Name: rec.Name, FromOwner: previousOwner,
-			ToOwner: n.incarnation, Duration: time.Since(start)})
+		n.ownerChanged(rec, previousOwner, start)
 	}
 	n.do(func() { n.machine.TakeoverDone(result) })
+}
+
+// ownerChanged fires ProducerTakeover when etcd's owner record moved to
+// this node (an InitProducer or a takeover by frame), not when it already
+// named it.
+func (n *Node) ownerChanged(rec producerRecord, previousOwner string, start time.Time) {
+	if previousOwner != n.incarnation {
+		n.events.ProducerTakeover(event.TakeoverInfo{Producer: rec.ID, Name: rec.Name, FromOwner: previousOwner,
+			ToOwner: n.incarnation, Duration: time.Since(start)})
+	}
 }
 
 // recordState records a ledger holding a confirmed snapshot of the
@@ -62,9 +68,10 @@ func (n *Node) recordState(r coordinator.StateRecord) {
 func (n *Node) registerBucket(index int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	start := time.Now()
 	rec, previous, err := registerProducer(ctx, n.etcd, coordinator.BucketName(index), n.incarnation)
 	if err == nil {
-		n.registeredFrom.Store(rec.ID, previous.Owner)
+		n.ownerChanged(rec, previous.Owner, start)
 	}
 	n.do(func() {
 		if err != nil {

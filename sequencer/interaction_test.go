@@ -84,30 +84,10 @@ func newMachineEnv() *machineEnv {
 }
 
 func (e *machineEnv) runBlock(td *datadriven.TestData) (string, error) {
-	first := scripttest.NewArgs(td.Cmd, td.CmdArgs)
-	if td.Cmd == "new" {
-		return e.newMachine(first, td.Input)
+	if td.Cmd == "new" { // its input lines describe the takeover
+		return e.newMachine(scripttest.NewArgs(td.Cmd, td.CmdArgs), td.Input)
 	}
-	var out strings.Builder
-	if err := e.run(first, &out); err != nil {
-		return "", err
-	}
-	for line := range strings.SplitSeq(td.Input, "\n") {
-		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		a, err := scripttest.ParseLine(line)
-		if err != nil {
-			return "", err
-		}
-		if err := e.run(a, &out); err != nil {
-			return "", err
-		}
-	}
-	if out.Len() == 0 {
-		return "ok\n", nil
-	}
-	return out.String(), nil
+	return scripttest.RunBlock(td, e.run)
 }
 
 // run executes one command, printing to out.

@@ -39,7 +39,7 @@ func TestInteraction(t *testing.T) {
 	datadriven.Walk(t, "testdata/machine", func(t *testing.T, path string) {
 		env := &interactionEnv{frames: make(map[string]*Frame)}
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-			out, err := env.block(td)
+			out, err := scripttest.RunBlock(td, env.run)
 			if err != nil {
 				t.Fatalf("%s: %v", td.Pos, err)
 			}
@@ -53,38 +53,6 @@ type interactionEnv struct {
 	m      *Machine
 	frames map[string]*Frame
 	named  int // frames named automatically so far
-}
-
-// block runs the block's command line and every further input line.
-func (e *interactionEnv) block(td *datadriven.TestData) (string, error) {
-	var out strings.Builder
-	lines := []string{td.Cmd + " " + argsText(td.CmdArgs)}
-	for line := range strings.SplitSeq(td.Input, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			lines = append(lines, line)
-		}
-	}
-	for _, line := range lines {
-		a, err := scripttest.ParseLine(line)
-		if err != nil {
-			return "", err
-		}
-		if err := e.run(a, &out); err != nil {
-			return "", err
-		}
-	}
-	if out.Len() == 0 {
-		return "ok\n", nil
-	}
-	return out.String(), nil
-}
-
-func argsText(args []datadriven.CmdArg) string {
-	parts := make([]string, len(args))
-	for i, a := range args {
-		parts[i] = a.String()
-	}
-	return strings.Join(parts, " ")
 }
 
 func (e *interactionEnv) run(a *scripttest.Args, out *strings.Builder) error {

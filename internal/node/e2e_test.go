@@ -29,7 +29,14 @@ import (
 // startServer runs a whole orderlog in-process on free ports.
 func startServer(t *testing.T, dir string) *Server {
 	t.Helper()
-	s, err := Start(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: testLogger(t)})
+	return startServerWith(t, Config{DataDir: dir})
+}
+
+// startServerWith is startServer with more of the configuration given.
+func startServerWith(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	cfg.GRPCAddr, cfg.HTTPAddr, cfg.Logger = "127.0.0.1:0", "127.0.0.1:0", testLogger(t)
+	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

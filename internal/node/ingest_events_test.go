@@ -28,29 +28,13 @@ func (l *eventLog) listener() event.Listener {
 	}
 }
 
-func startWithEvents(t *testing.T, dir string, events *eventLog) *Server {
-	t.Helper()
-	s, err := Start(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: testLogger(t),
-		Events: events.listener()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.WaitReady(ctx); err != nil {
-		s.Close()
-		t.Fatal(err)
-	}
-	return s
-}
-
 // The ingest node tells its listener of the ledgers it opens, of a producer
 // it takes over (naming the incarnation it took it from), and of its lease
 // when etcd revokes it.
 func TestIngestEventsNameLedgersTakeoversAndLeaseLoss(t *testing.T) {
 	dir := t.TempDir()
 	first := &eventLog{leaseLost: make(chan event.LeaseInfo, 1)}
-	s := startWithEvents(t, dir, first)
+	s := startServerWith(t, Config{DataDir: dir, Events: first.listener()})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	p, err := dial(t, s).NewProducer(ctx, "events", client.ProducerOptions{})
@@ -70,7 +54,7 @@ func TestIngestEventsNameLedgersTakeoversAndLeaseLoss(t *testing.T) {
 	s.Close()
 
 	second := &eventLog{leaseLost: make(chan event.LeaseInfo, 1)}
-	s = startWithEvents(t, dir, second)
+	s = startServerWith(t, Config{DataDir: dir, Events: second.listener()})
 	defer s.Close()
 	again, err := dial(t, s).NewProducer(ctx, "events", client.ProducerOptions{})
 	if err != nil {

@@ -235,3 +235,29 @@ func (a *Args) Has(key string) bool {
 	_, ok := a.named[key]
 	return ok
 }
+
+// RunBlock runs a block's command line and then every input line below it
+// (blank lines and # comments skipped) through run, and returns what they
+// printed, "ok" if nothing.
+func RunBlock(td *datadriven.TestData, run func(*Args, *strings.Builder) error) (string, error) {
+	var out strings.Builder
+	if err := run(NewArgs(td.Cmd, td.CmdArgs), &out); err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(td.Input, "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		a, err := ParseLine(line)
+		if err != nil {
+			return "", err
+		}
+		if err := run(a, &out); err != nil {
+			return "", err
+		}
+	}
+	if out.Len() == 0 {
+		return "ok\n", nil
+	}
+	return out.String(), nil
+}
