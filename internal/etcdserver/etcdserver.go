@@ -1,9 +1,10 @@
-// Package etcdserver runs a real embedded etcd server for single-machine
-// orderlog (`orderlog dev`) and for tests.
+// Package etcdserver runs a real embedded etcd server: the single member of
+// `orderlog dev` and of tests, or one member of a multi-member etcd cluster
+// inside each `orderlog node` process (three node processes are then a
+// complete cluster; etcd's own raft is the consensus).
 //
-// It owns only the server's lifecycle. It must never be used for a
-// multi-node deployment: a cluster runs a real etcd cluster and orderlog
-// nodes connect to it as clients.
+// It owns only the server's lifecycle and the parsing of member lists. It
+// must never implement any consensus of its own.
 package etcdserver
 
 import (
@@ -11,6 +12,10 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,16 +24,41 @@ import (
 )
 
 // ErrNotReady is returned by Start when the server does not become ready in
-// time (for example because its data directory is locked by another process).
+// time (for example because its data directory is locked by another process,
+// or because too few members of its cluster are up to form a quorum).
 var ErrNotReady = errors.New("etcdserver: server did not become ready")
+
+// Cluster states of a member's first start (ignored once its data
+// directory holds a member: a restarted member rejoins with its data).
+const (
+	// StateNew: the member is one of the initial cluster's founders.
+	StateNew = embed.ClusterStateFlagNew
+	// StateExisting: the member joins a running cluster that already lists
+	// it (`etcdctl member add`), for example to replace a lost node.
+	StateExisting = embed.ClusterStateFlagExisting
+)
 
 // Config says where the server keeps its data and where it listens.
 type Config struct {
 	// Dir is the data directory; it is created if missing.
 	Dir string
+	// Name is the member's name; default "orderlog". In a multi-member
+	// cluster it must be this member's name in InitialCluster.
+	Name string
 	// ClientAddr is host:port for clients; port 0 picks a free port.
 	ClientAddr string
-	// ReadyTimeout bounds how long Start waits for the server.
+	// PeerAddr is the host:port the member listens on for its peers. Default:
+	// this member's address in InitialCluster, or a free loopback port for a
+	// single member.
+	PeerAddr string
+	// InitialCluster lists every founding member, "name=http://host:port,...",
+	// each with the peer URL its peers reach it at. Empty: a single member.
+	InitialCluster string
+	// ClusterState is StateNew (default) or StateExisting.
+	ClusterState string
+	// ReadyTimeout bounds how long Start waits for the server (in a
+	// multi-member cluster, for a quorum of members). Default 30 s for a
+	// single member, 10 min for a cluster.
 	ReadyTimeout time.Duration
 }
 
@@ -37,13 +67,83 @@ func (c *Config) Validate() error {
 	if c.Dir == "" {
 		return errors.New("etcdserver: Dir is required")
 	}
+	if c.Name == "" {
+		c.Name = "orderlog"
+	}
 	if c.ClientAddr == "" {
 		c.ClientAddr = "127.0.0.1:0"
 	}
+	switch c.ClusterState {
+	case "":
+		c.ClusterState = StateNew
+	case StateNew, StateExisting:
+	default:
+		return fmt.Errorf("etcdserver: cluster state %q: want %q or %q", c.ClusterState, StateNew, StateExisting)
+	}
+	if c.InitialCluster != "" {
+		members, err := ParseInitialCluster(c.InitialCluster)
+		if err != nil {
+			return err
+		}
+		self, ok := members[c.Name]
+		if !ok {
+			return fmt.Errorf("etcdserver: member %q is not in the initial cluster %q", c.Name, c.InitialCluster)
+		}
+		if c.PeerAddr == "" {
+			c.PeerAddr = self.Host
+		}
+	}
 	if c.ReadyTimeout == 0 {
 		c.ReadyTimeout = 30 * time.Second
+		if c.Members() > 1 {
+			c.ReadyTimeout = 10 * time.Minute
+		}
 	}
 	return nil
+}
+
+// Members is how many founding members the cluster has (1 without
+// InitialCluster).
+func (c *Config) Members() int {
+	members, err := ParseInitialCluster(c.InitialCluster)
+	if err != nil || len(members) == 0 {
+		return 1
+	}
+	return len(members)
+}
+
+// ParseInitialCluster parses "name=http://host:port,..." into each member's
+// peer URL. A member may appear once only.
+func ParseInitialCluster(s string) (map[string]url.URL, error) {
+	out := map[string]url.URL{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		name, raw, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("etcdserver: initial cluster entry %q: want name=http://host:port", part)
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() == "" {
+			return nil, fmt.Errorf("etcdserver: initial cluster entry %q: want name=http://host:port", part)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("etcdserver: member %q appears twice in the initial cluster", name)
+		}
+		out[name] = *u
+	}
+	return out, nil
+}
+
+// MemberNames are the initial cluster's member names, sorted.
+func MemberNames(members map[string]url.URL) []string {
+	names := make([]string, 0, len(members))
+	for name := range members {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Server is a running embedded etcd server.
@@ -56,28 +156,10 @@ func Start(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	peerPort, err := freePort()
+	ec, err := embedConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("pick peer port: %w", err)
+		return nil, err
 	}
-	ec := embed.NewConfig()
-	ec.Dir = cfg.Dir
-	ec.Name = "orderlog"
-	// embed logs expected shutdown errors at "error"; orderlog reports
-	// what matters itself.
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
-	peerURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)}
-	ec.ListenClientUrls = []url.URL{clientURL}
-	ec.AdvertiseClientUrls = []url.URL{clientURL}
-	ec.ListenPeerUrls = []url.URL{peerURL}
-	ec.AdvertisePeerUrls = []url.URL{peerURL}
-	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
-	// orderlog keeps only small, slowly changing state in etcd, but CAS-heavy
-	// keys (reservations, epochs) still accumulate revisions: compact hourly.
-	ec.AutoCompactionMode = embed.CompactorModePeriodic
-	ec.AutoCompactionRetention = "1h"
-
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd: %w", err)
@@ -89,6 +171,65 @@ func Start(cfg Config) (*Server, error) {
 		return nil, ErrNotReady
 	}
 	return &Server{etcd: e}, nil
+}
+
+// embedConfig maps cfg onto etcd's own configuration.
+func embedConfig(cfg Config) (*embed.Config, error) {
+	ec := embed.NewConfig()
+	ec.Dir = cfg.Dir
+	ec.Name = cfg.Name
+	// embed logs expected shutdown errors at "error"; orderlog reports
+	// what matters itself.
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	peerAddr := cfg.PeerAddr
+	if peerAddr == "" {
+		port, err := freePort()
+		if err != nil {
+			return nil, fmt.Errorf("pick peer port: %w", err)
+		}
+		peerAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
+	ec.ListenClientUrls = []url.URL{clientURL}
+	ec.AdvertiseClientUrls = []url.URL{advertised(clientURL, peerAddr)}
+	ec.ListenPeerUrls = []url.URL{{Scheme: "http", Host: peerAddr}}
+	if cfg.InitialCluster == "" {
+		ec.AdvertisePeerUrls = ec.ListenPeerUrls
+		ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	} else {
+		members, _ := ParseInitialCluster(cfg.InitialCluster) // checked by Validate
+		ec.AdvertisePeerUrls = []url.URL{members[cfg.Name]}
+		ec.InitialCluster = cfg.InitialCluster
+		ec.InitialClusterToken = "orderlog"
+	}
+	ec.ClusterState = cfg.ClusterState
+	// orderlog keeps only small, slowly changing state in etcd, but CAS-heavy
+	// keys (reservations, epochs) still accumulate revisions: compact hourly.
+	ec.AutoCompactionMode = embed.CompactorModePeriodic
+	ec.AutoCompactionRetention = "1h"
+	return ec, nil
+}
+
+// advertised is the client URL peers and clients can reach: a listen
+// address on every interface is advertised with the peer address's host.
+func advertised(listen url.URL, peerAddr string) url.URL {
+	host, port, err := net.SplitHostPort(listen.Host)
+	if err != nil || (host != "" && !net.ParseIP(host).IsUnspecified()) {
+		return listen
+	}
+	peerHost, _, _ := net.SplitHostPort(peerAddr)
+	if peerHost == "" || net.ParseIP(peerHost) != nil && net.ParseIP(peerHost).IsUnspecified() {
+		peerHost = "127.0.0.1"
+	}
+	listen.Host = net.JoinHostPort(peerHost, port)
+	return listen
+}
+
+// HasMember says whether dir holds a member's data (a restart rejoins with
+// it; InitialCluster and ClusterState are then ignored).
+func HasMember(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "member"))
+	return err == nil
 }
 
 // Endpoint is the client URL, with the real port when port 0 was asked for.
