@@ -42,8 +42,16 @@ type CreateOptions struct {
 	// WriterKey is the liveness key compared at creation; empty means
 	// keys.Ingest(WriterIncarnation). The sequencer passes its election key.
 	WriterKey string
-	// Ensemble lists the W stores, with the incarnations to write to.
+	// Ensemble lists the stores, with the incarnations to write to: W of
+	// them, or fewer (at least A) when fewer are live — a degraded ledger,
+	// whose every ack is still on A fsynced copies and which re-replication
+	// brings to W copies once it is closed.
 	Ensemble []Member
+	// W is the ensemble size the ledger is meant to have (the configured
+	// write quorum), recorded as the metadata's IntendedW. Zero means
+	// len(Ensemble), raised to 2f+1 — the least W that tolerates f store
+	// failures — when the ensemble is smaller than that.
+	W int
 	// AckQuorum is A.
 	AckQuorum int
 	// Tolerate is f, the store failures to survive (validated against W, A).
@@ -117,12 +125,24 @@ func (o *WriterOptions) fillDefaults() {
 	}
 }
 
+// intendedW is the W the ledger is meant to have (see CreateOptions.W).
+func (o CreateOptions) intendedW() int {
+	if o.W > 0 {
+		return o.W
+	}
+	return max(len(o.Ensemble), 2*o.Tolerate+1)
+}
+
 func (o CreateOptions) validate() error {
-	r := Replication{W: len(o.Ensemble), A: o.AckQuorum, Tolerate: o.Tolerate}
+	r := Replication{W: o.intendedW(), A: o.AckQuorum, Tolerate: o.Tolerate}
 	if err := r.Validate(); err != nil {
 		return err
 	}
 	switch {
+	case len(o.Ensemble) < o.AckQuorum:
+		return fmt.Errorf("%w: %d live stores, A=%d (W=%d)", ErrTooFewStores, len(o.Ensemble), o.AckQuorum, r.W)
+	case len(o.Ensemble) > r.W:
+		return fmt.Errorf("%w: ensemble of %d stores, W=%d", ErrBadConfig, len(o.Ensemble), r.W)
 	case len(o.Ensemble) > 64:
 		return fmt.Errorf("%w: ensemble of %d stores (at most 64)", ErrBadConfig, len(o.Ensemble))
 	case o.WriterIncarnation == "":
@@ -142,7 +162,8 @@ func (o CreateOptions) validate() error {
 
 // Create writes the metadata of a new open ledger (one etcd transaction
 // that allocates the id and compares the epoch and the writer's liveness
-// key) and returns its writer.
+// key) and returns its writer. With fewer than A stores in the ensemble it
+// fails with ErrTooFewStores.
 func Create(ctx context.Context, cli *clientv3.Client, o CreateOptions) (*Writer, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -160,6 +181,7 @@ func Create(ctx context.Context, cli *clientv3.Client, o CreateOptions) (*Writer
 		Epoch:             o.Epoch,
 		Ensemble:          append([]Member(nil), o.Ensemble...),
 		W:                 len(o.Ensemble),
+		IntendedW:         o.intendedW(),
 		A:                 o.AckQuorum,
 		State:             StateOpen,
 		LastEntry:         -1,

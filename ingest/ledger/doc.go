@@ -43,14 +43,25 @@
 // itself.
 //
 // Stores are reached only through a Dialer (GRPCDialer dials the member's
-// address); tests wrap it to inject faults. Ensembles never change: with
-// W = A, or once more than W−A members lost their disks, an unconfirmed
-// entry cannot be rolled forward to A stores and Recover returns
-// *RecoveryIncompleteError (the ledger stays recovering) until the stores
-// come back.
+// address); tests wrap it to inject faults. The ensemble of an open or
+// recovering ledger never changes: with W = A, or once more than W−A
+// members lost their disks, an unconfirmed entry cannot be rolled forward
+// to A stores and Recover returns *RecoveryIncompleteError (the ledger
+// stays recovering) until the stores come back.
+//
+// A ledger may be created degraded: CreateOptions.W is the intended
+// ensemble size, and with fewer live stores (at least A) the ensemble is
+// smaller; Metadata records IntendedW. The ensemble of a closed ledger is
+// changed only by re-replication (ensemble.go, driven by
+// orderlog/ingest/rereplicate): CopyClosed gives a store a full copy of
+// entries ≤ last, then ChangeEnsemble swaps the ensemble in etcd by
+// compare-and-swap.
 //
 // # Invariants
 //
+//   - Every member of a closed ledger's ensemble held entries 0..last when
+//     it was put there (CopyClosed verified it); W == len(Ensemble) ≤
+//     IntendedW, and A ≤ W.
 //   - State only moves open → closed or open → recovering → closed, each
 //     step a compare-and-swap on the record; the first recovering → closed
 //     wins, whoever does it, and every other closer adopts its result.

@@ -15,6 +15,9 @@ var (
 	ErrWriterGone = errors.New("ledger: writer liveness key missing")
 	// ErrNotFound is returned when a ledger's metadata key does not exist.
 	ErrNotFound = errors.New("ledger: no such ledger")
+	// ErrTooFewStores is returned by Create when the ensemble has fewer
+	// stores than the ack quorum A: no entry could ever be confirmed.
+	ErrTooFewStores = errors.New("ledger: fewer live stores than the ack quorum")
 	// ErrBadConfig is wrapped by every configuration validation failure.
 	ErrBadConfig = errors.New("ledger: invalid configuration")
 	// ErrFenced is returned by Writer operations once a store answered that

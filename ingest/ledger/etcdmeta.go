@@ -53,7 +53,7 @@ func createRecord(ctx context.Context, cli *clientv3.Client, m Metadata, writerK
 			return Metadata{}, fmt.Errorf("create ledger txn: %w", err)
 		}
 		if resp.Succeeded {
-			m.Version = MetadataVersion
+			m = m.withVersion()
 			m.ModRevision = resp.Header.Revision
 			return m, nil
 		}
@@ -100,7 +100,7 @@ func casRecord(ctx context.Context, cli *clientv3.Client, cur, next Metadata) (M
 		return Metadata{}, false, fmt.Errorf("ledger %d state change: %w", cur.ID, err)
 	}
 	if resp.Succeeded {
-		next.Version = MetadataVersion
+		next = next.withVersion()
 		next.ModRevision = resp.Header.Revision
 		return next, true, nil
 	}

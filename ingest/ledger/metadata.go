@@ -5,9 +5,16 @@ import (
 	"fmt"
 )
 
-// MetadataVersion is the version of the JSON metadata encoding
-// (docs/format/ledger-metadata.md). Decoding rejects any other version.
-const MetadataVersion = 1
+// Versions of the JSON metadata encoding (docs/format/ledger-metadata.md).
+// A record is written in the lowest version that expresses it: version 1
+// when the ensemble has its intended size, version 2 (which adds
+// intended_w) when it has fewer members — a degraded ensemble. A node that
+// knows only version 1 then refuses exactly the records it would misread
+// as fully replicated. Decoding rejects any other version.
+const (
+	MetadataVersion         = 1
+	MetadataVersionDegraded = 2
+)
 
 // State is a ledger's lifecycle state. It only moves forward:
 // open → closed (the writer), or open → recovering → closed (anyone).
@@ -30,7 +37,7 @@ type Member struct {
 
 // Metadata is the etcd record of one ledger at keys.Ledger(ID).
 //
-// Invariants: W == len(Ensemble); LastEntry == -1 unless State is closed;
+// Invariants: W == len(Ensemble) ≤ IntendedW; LastEntry == -1 unless State is closed;
 // [FirstOffset, EndOffset) is the hull of the non-empty spans of entries
 // 0..LastEntry, empty (both 0) when none carries offsets.
 type Metadata struct {
@@ -41,7 +48,12 @@ type Metadata struct {
 	Ensemble          []Member `json:"ensemble"`
 	W                 int      `json:"w"`
 	A                 int      `json:"a"`
-	State             State    `json:"state"`
+	// IntendedW is the ensemble size the ledger was meant to have (the
+	// configured W). A ledger created with fewer live stores (at least A),
+	// or one whose members lost their disks, has W < IntendedW until
+	// re-replication copies it onto more stores. Zero on encode means W.
+	IntendedW int   `json:"intended_w,omitempty"`
+	State     State `json:"state"`
 	// LastEntry is the last entry of a closed ledger; -1 for none (or not closed).
 	LastEntry   int64  `json:"last_entry"`
 	FirstOffset uint64 `json:"first_offset"`
@@ -52,13 +64,32 @@ type Metadata struct {
 	ModRevision int64 `json:"-"`
 }
 
+// Degraded reports whether the ensemble has fewer members than intended.
+func (m Metadata) Degraded() bool { return m.W < m.IntendedW }
+
 // HasOffsets reports whether the closed ledger covers any global offset.
 func (m Metadata) HasOffsets() bool { return m.EndOffset > m.FirstOffset }
 
-func encodeMetadata(m Metadata) ([]byte, error) {
+// withVersion fills IntendedW (zero means W) and sets Version to the
+// version m is encoded in: the record as a decoder will read it back.
+func (m Metadata) withVersion() Metadata {
+	if m.IntendedW == 0 {
+		m.IntendedW = m.W
+	}
 	m.Version = MetadataVersion
+	if m.Degraded() {
+		m.Version = MetadataVersionDegraded
+	}
+	return m
+}
+
+func encodeMetadata(m Metadata) ([]byte, error) {
+	m = m.withVersion()
 	if err := m.check(); err != nil {
 		return nil, err
+	}
+	if m.Version == MetadataVersion {
+		m.IntendedW = 0 // version 1 has no intended_w
 	}
 	return json.Marshal(m)
 }
@@ -68,7 +99,12 @@ func decodeMetadata(b []byte, modRevision int64) (Metadata, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Metadata{}, fmt.Errorf("decode ledger metadata: %w", err)
 	}
-	if m.Version != MetadataVersion {
+	switch {
+	case m.Version == MetadataVersion && m.IntendedW == 0:
+		m.IntendedW = m.W
+	case m.Version == MetadataVersion:
+		return Metadata{}, fmt.Errorf("decode ledger metadata: intended_w in a version %d record", m.Version)
+	case m.Version != MetadataVersionDegraded:
 		return Metadata{}, fmt.Errorf("decode ledger metadata: unknown version %d", m.Version)
 	}
 	if err := m.check(); err != nil {
@@ -84,6 +120,8 @@ func (m Metadata) check() error {
 		return fmt.Errorf("W=%d but %d ensemble members", m.W, len(m.Ensemble))
 	case m.A < 1 || m.A > m.W:
 		return fmt.Errorf("A=%d outside [1, W=%d]", m.A, m.W)
+	case m.IntendedW < m.W:
+		return fmt.Errorf("intended W=%d below the %d ensemble members", m.IntendedW, m.W)
 	case m.State != StateOpen && m.State != StateRecovering && m.State != StateClosed:
 		return fmt.Errorf("unknown state %q", m.State)
 	case m.State != StateClosed && m.LastEntry != -1:

@@ -10,7 +10,7 @@ func sampleMetadata() Metadata {
 	return Metadata{
 		ID: 7, WriterIncarnation: "ingest-a", Epoch: 12,
 		Ensemble: []Member{{"s1", 11, "127.0.0.1:1"}, {"s2", 12, "127.0.0.1:2"}, {"s3", 13, "127.0.0.1:3"}},
-		W:        3, A: 2, State: StateClosed, LastEntry: 41, FirstOffset: 1000, EndOffset: 2000,
+		W:        3, IntendedW: 3, A: 2, State: StateClosed, LastEntry: 41, FirstOffset: 1000, EndOffset: 2000,
 	}
 }
 
@@ -51,7 +51,7 @@ func TestMetadataRejects(t *testing.T) {
 			t.Errorf("%s: encoded", name)
 		}
 	}
-	if _, err := decodeMetadata([]byte(`{"version":2,"w":0,"a":0}`), 1); err == nil {
+	if _, err := decodeMetadata([]byte(`{"version":3,"w":0,"a":0}`), 1); err == nil {
 		t.Error("decoded unknown version")
 	}
 	if _, err := decodeMetadata([]byte(`{"version":1`), 1); err == nil {

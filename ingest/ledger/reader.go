@@ -17,6 +17,9 @@ type Entry struct {
 	ID      int64
 	Span    Span
 	Payload []byte
+	// LAC is the writer's last add confirmed piggybacked on the entry, as
+	// a store returned it (Reader sets it; re-replication copies it).
+	LAC int64
 }
 
 // ReaderOptions tune a Reader.
@@ -138,7 +141,7 @@ func (r *Reader) readFrom(ctx context.Context, i int, id int64) (Entry, error) {
 	if resp.Status != walpb.EntryStatus_PRESENT || resp.EntryId != id {
 		return Entry{}, fmt.Errorf("store %s: %s %s", r.meta.Ensemble[i].StoreID, resp.Status, resp.Message)
 	}
-	return Entry{ID: id, Span: spanOf(resp.Span), Payload: resp.Payload}, nil
+	return Entry{ID: id, Span: spanOf(resp.Span), Payload: resp.Payload, LAC: resp.Lac}, nil
 }
 
 // Scan calls fn for entries first..last in order, streaming from one store
@@ -200,7 +203,7 @@ func (r *Reader) scanFrom(ctx context.Context, i int, next *int64, last int64, f
 		if resp.Status != walpb.EntryStatus_PRESENT || resp.EntryId != *next {
 			return fmt.Errorf("store %s: entry %d: %s %s", r.meta.Ensemble[i].StoreID, *next, resp.Status, resp.Message)
 		}
-		if err := fn(Entry{ID: *next, Span: spanOf(resp.Span), Payload: resp.Payload}); err != nil {
+		if err := fn(Entry{ID: *next, Span: spanOf(resp.Span), Payload: resp.Payload, LAC: resp.Lac}); err != nil {
 			return &callbackError{err}
 		}
 		*next++
