@@ -46,3 +46,36 @@ func TestIdleCommitMapStreamCarriesHeartbeats(t *testing.T) {
 		beats++
 	}
 }
+
+// TestIdleGrantStreamCarriesHeartbeats: an ingest node's grant stream on
+// which it asks for nothing still carries empty frames from the leader, so
+// the ingest node can tell an idle leader from a frozen one.
+func TestIdleGrantStreamCarriesHeartbeats(t *testing.T) {
+	c := newTestCluster(t)
+	leader := c.waitServing(c.startNode())
+	conn, err := grpc.NewClient(leader.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := DialGrant(ctx, pb.NewSequencerClient(conn), "ingest-idle", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	for beats := 0; beats < 3; {
+		select {
+		case f, ok := <-client.Frames():
+			if !ok {
+				t.Fatalf("grant stream ended: %v", client.Err())
+			}
+			if len(f.Grants)+len(f.Close) == 0 && f.Epoch != 0 {
+				beats++
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d heartbeats in 30 s, want 3 (one every %s)", beats, GrantStreamHeartbeat)
+		}
+	}
+}

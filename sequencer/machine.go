@@ -6,6 +6,18 @@ import (
 	"time"
 )
 
+// Defaults of the machine's timeouts (docs/operations.md lists them with
+// the flags that set them).
+const (
+	// DefaultGrantLease: a grant unresolved this long has its ledger closed.
+	DefaultGrantLease = 3 * time.Second
+	// DefaultSessionTimeout: a grant session silent this long is dead.
+	DefaultSessionTimeout = time.Second
+	// DefaultCloseTimeout: a writer asked to close a ledger has this long
+	// before the sequencer recovers it.
+	DefaultCloseTimeout = 200 * time.Millisecond
+)
+
 // MachineConfig tunes the grant/commit state machine. Durations are on the
 // sequencer's monotonic clock.
 type MachineConfig struct {
@@ -33,13 +45,13 @@ func (c *MachineConfig) Validate() error {
 		return errors.New("sequencer: epoch must be > 0")
 	}
 	if c.GrantLease == 0 {
-		c.GrantLease = 3 * time.Second
+		c.GrantLease = DefaultGrantLease
 	}
 	if c.SessionTimeout == 0 {
-		c.SessionTimeout = time.Second
+		c.SessionTimeout = DefaultSessionTimeout
 	}
 	if c.CloseTimeout == 0 {
-		c.CloseTimeout = 200 * time.Millisecond
+		c.CloseTimeout = DefaultCloseTimeout
 	}
 	if c.MinReserveBlock == 0 {
 		c.MinReserveBlock = 1 << 16

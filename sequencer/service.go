@@ -43,7 +43,10 @@ type grantStream struct {
 	// inRecv is set while the receiving goroutine feeds a frame; it flushes
 	// right after, so queueing needs no wake-up of the handler goroutine.
 	inRecv atomic.Bool
-	mu     struct {
+	// sentSinceBeat is set by every frame sent and cleared by the idle
+	// heartbeat, which sends an empty frame only when it was clear.
+	sentSinceBeat atomic.Bool
+	mu            struct {
 		sync.Mutex
 		grants []GrantReply
 		closes []*pb.CloseLedgerRequest
@@ -107,6 +110,7 @@ func (s *grantStream) flush(send func(*pb.SequencerFrame) error, epoch uint64) e
 	if len(grants)+len(closes) == 0 {
 		return nil
 	}
+	s.sentSinceBeat.Store(true)
 	return send(&pb.SequencerFrame{Epoch: epoch, Grants: grants, Close: closes})
 }
 
@@ -157,6 +161,8 @@ func (svc *Service) Grant(stream grpc.BidiStreamingServer[pb.IngestFrame, pb.Seq
 			}
 		}
 	}()
+	heartbeat := time.NewTicker(GrantStreamHeartbeat)
+	defer heartbeat.Stop()
 	for {
 		select {
 		case err := <-recvErr:
@@ -171,8 +177,30 @@ func (svc *Service) Grant(stream grpc.BidiStreamingServer[pb.IngestFrame, pb.Seq
 			if err := s.flush(stream.Send, l.epoch); err != nil {
 				return err
 			}
+		case <-heartbeat.C:
+			if err := s.heartbeat(stream.Send, l.epoch); err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// GrantStreamHeartbeat is how often the leader sends an empty frame on a
+// grant stream on which it sent nothing else: an ingest node takes a
+// stream silent for its grant-stream silence timeout (default 2 s, many
+// heartbeats) for a dead or frozen leader, whose TCP connection may stay
+// up for hours.
+const GrantStreamHeartbeat = 250 * time.Millisecond
+
+// heartbeat sends an empty frame unless a frame went out since the last
+// heartbeat.
+func (s *grantStream) heartbeat(send func(*pb.SequencerFrame) error, epoch uint64) error {
+	if s.sentSinceBeat.Swap(false) {
+		return nil
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return send(&pb.SequencerFrame{Epoch: epoch})
 }
 
 // CommitMapHeartbeat is how often a commit-map stream carries an empty
