@@ -59,9 +59,25 @@ var ErrLedgerNotClosed = errors.New("sequencer: ledger not closed")
 
 // CommitReplication places the commit ledger.
 type CommitReplication struct {
-	Ensemble  []ledger.Member
+	// Choose, if set, picks the ensemble of each new commit ledger from the
+	// stores live at that moment (up to W of them; fewer, down to
+	// AckQuorum, makes a degraded ledger). Nil: Ensemble, fixed.
+	Choose func(ctx context.Context) ([]ledger.Member, error)
+	// Ensemble is the fixed ensemble used when Choose is nil.
+	Ensemble []ledger.Member
+	// W is the intended ensemble size recorded in the ledger's metadata;
+	// zero: len(Ensemble) (see ledger.CreateOptions.W).
+	W         int
 	AckQuorum int
 	Tolerate  int
+}
+
+// ensemble is the ensemble of the next commit ledger.
+func (r CommitReplication) ensemble(ctx context.Context) ([]ledger.Member, error) {
+	if r.Choose == nil {
+		return r.Ensemble, nil
+	}
+	return r.Choose(ctx)
 }
 
 // LedgerClient implements LedgerControl over the ledger client
@@ -98,9 +114,13 @@ func (lc *LedgerClient) CreateCommitLog(ctx context.Context, epoch uint64, elect
 	if writer == "" {
 		writer = "sequencer"
 	}
+	ensemble, err := lc.Replication.ensemble(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("choose the commit ledger's stores: %w", err)
+	}
 	w, err := ledger.Create(ctx, lc.Etcd, ledger.CreateOptions{
 		Epoch: int64(epoch), WriterIncarnation: writer, WriterKey: electionKey,
-		Ensemble: lc.Replication.Ensemble, AckQuorum: lc.Replication.AckQuorum, Tolerate: lc.Replication.Tolerate,
+		Ensemble: ensemble, W: lc.Replication.W, AckQuorum: lc.Replication.AckQuorum, Tolerate: lc.Replication.Tolerate,
 		Stores: lc.Stores, Writer: ledger.WriterOptions{OnConfirm: onConfirm, Events: lc.Events},
 	})
 	if err != nil {

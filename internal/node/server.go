@@ -340,25 +340,7 @@ func (s *Server) startSequencer(ctx context.Context) error {
 	if s.store != nil {
 		preferred = s.store.StoreID()
 	}
-	go func() {
-		defer close(s.done)
-		for ctx.Err() == nil {
-			// The commit ledger's ensemble is chosen once, from the stores
-			// registered when this node starts.
-			members, err := chooseEnsemble(ctx, s.cli, s.cfg.Commit.W, preferred)
-			if err == nil {
-				s.sequencerWait.Store(nil)
-				control.Replication.Ensemble = members
-				_ = s.sequencer.Run(ctx)
-				return
-			}
-			s.sequencerWait.Store(&err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
+	go s.runSequencer(ctx, control, preferred) // stores.go: campaigns once A stores are registered
 	return nil
 }
 

@@ -2,20 +2,22 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
+	"math/rand/v2"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"orderlog/ingest/ledger"
 	"orderlog/internal/keys"
 	"orderlog/proto/walpb"
+	"orderlog/sequencer"
 )
 
 // storeRecord is a WAL store's registration at keys.Store(id): the
-// incarnation it serves and where to reach it.
+// incarnation it serves and where to reach it. Its encoding is
+// ledger.EncodeStoreRegistration's; the tags let this package decode it too.
 type storeRecord struct {
 	Version     int    `json:"version"`
 	StoreID     string `json:"store"`
@@ -26,8 +28,7 @@ type storeRecord struct {
 // registerStore records the store's current incarnation and address,
 // bound to lease so a stopped store disappears from ensemble choices.
 func registerStore(ctx context.Context, cli *clientv3.Client, rec storeRecord, lease clientv3.LeaseID) error {
-	rec.Version = 1
-	value, err := json.Marshal(rec)
+	value, err := ledger.EncodeStoreRegistration(ledger.Member{StoreID: rec.StoreID, Incarnation: rec.Incarnation, Address: rec.Address})
 	if err != nil {
 		return err
 	}
@@ -37,28 +38,78 @@ func registerStore(ctx context.Context, cli *clientv3.Client, rec storeRecord, l
 	return nil
 }
 
-// chooseEnsemble picks w registered stores for a new ledger, preferring
-// preferred (the node's own store) and then the others in id order.
+// chooseEnsemble picks up to w registered stores for a new ledger of an
+// ingest node: preferred (the node's own store) first, the others in a
+// random order, so that ledgers spread over the stores instead of always
+// landing on the first w. With fewer than w registered it returns them
+// all (a degraded ensemble); ledger.Create refuses fewer than A.
 func chooseEnsemble(ctx context.Context, cli *clientv3.Client, w int, preferred string) ([]ledger.Member, error) {
-	resp, err := cli.Get(ctx, keys.StoresPrefix, clientv3.WithPrefix())
+	return chooseLiveEnsemble(ctx, cli, w, 1, preferred)
+}
+
+// chooseLiveEnsemble is chooseEnsemble that fails when fewer than a
+// stores are registered.
+func chooseLiveEnsemble(ctx context.Context, cli *clientv3.Client, w, a int, preferred string) ([]ledger.Member, error) {
+	members, err := ledger.LiveStores(ctx, cli)
 	if err != nil {
-		return nil, fmt.Errorf("list stores: %w", err)
+		return nil, err
 	}
-	var members []ledger.Member
-	for _, kv := range resp.Kvs {
-		var rec storeRecord
-		if err := json.Unmarshal(kv.Value, &rec); err != nil {
-			return nil, fmt.Errorf("store record %s: %w", kv.Key, err)
+	if len(members) < max(a, 1) {
+		return nil, fmt.Errorf("%d stores registered, a ledger needs at least A=%d (W=%d)", len(members), a, w)
+	}
+	return spreadEnsemble(members, w, preferred, rand.Perm), nil
+}
+
+// spreadEnsemble puts preferred first and the other members in the order
+// perm gives, and keeps at most w.
+func spreadEnsemble(members []ledger.Member, w int, preferred string, perm func(n int) []int) []ledger.Member {
+	var out, others []ledger.Member
+	for _, m := range members {
+		if m.StoreID == preferred {
+			out = append(out, m)
+		} else {
+			others = append(others, m)
 		}
-		members = append(members, ledger.Member{StoreID: rec.StoreID, Incarnation: rec.Incarnation, Address: rec.Address})
 	}
-	sort.SliceStable(members, func(i, j int) bool {
-		return members[i].StoreID == preferred && members[j].StoreID != preferred
-	})
-	if len(members) < w {
-		return nil, fmt.Errorf("%d stores registered, a ledger needs %d", len(members), w)
+	for _, i := range perm(len(others)) {
+		out = append(out, others[i])
 	}
-	return members[:w], nil
+	return out[:min(w, len(out))]
+}
+
+// runSequencer campaigns for sequencer leadership once at least A stores
+// are registered (fewer than W makes the commit ledger degraded: every ack
+// still on A copies). Until then it says why in /readyz and in the log.
+// Each commit ledger's ensemble is chosen from the stores live when it is
+// created, not once when the process starts.
+func (s *Server) runSequencer(ctx context.Context, control *sequencer.LedgerClient, preferred string) {
+	defer close(s.done)
+	commit := s.cfg.Commit
+	control.Replication.W = commit.W
+	control.Replication.Choose = func(ctx context.Context) ([]ledger.Member, error) {
+		return chooseLiveEnsemble(ctx, s.cli, commit.W, commit.A, preferred)
+	}
+	logged := ""
+	for ctx.Err() == nil {
+		_, err := control.Replication.Choose(ctx)
+		if err == nil {
+			s.sequencerWait.Store(nil)
+			if logged != "" {
+				s.logger.Info("sequencer: enough stores for a commit ledger, campaigning")
+			}
+			_ = s.sequencer.Run(ctx)
+			return
+		}
+		s.sequencerWait.Store(&err)
+		if err.Error() != logged && ctx.Err() == nil {
+			logged = err.Error()
+			s.logger.Warn("sequencer: not campaigning: too few stores for a commit ledger", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // resolvingDialer reaches stores at the address they registered last,
@@ -94,8 +145,8 @@ func newResolvingDialer(ctx context.Context, cli *clientv3.Client, inner ledger.
 }
 
 func (d *resolvingDialer) note(value []byte) {
-	var rec storeRecord
-	if json.Unmarshal(value, &rec) != nil || rec.StoreID == "" {
+	rec, err := ledger.DecodeStoreRegistration(value)
+	if err != nil {
 		return
 	}
 	d.mu.Lock()

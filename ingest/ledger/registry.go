@@ -1,0 +1,59 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/internal/keys"
+)
+
+// StoreRegistrationVersion is the version of a WAL store's registration
+// record at keys.Store(id): JSON {"version":1,"store":id,"incarnation":n,
+// "addr":"host:port"}, put by the store's node and bound to its etcd lease,
+// so a stopped store's registration disappears with the lease.
+const StoreRegistrationVersion = 1
+
+type storeRegistration struct {
+	Version     int    `json:"version"`
+	StoreID     string `json:"store"`
+	Incarnation uint64 `json:"incarnation"`
+	Address     string `json:"addr"`
+}
+
+// EncodeStoreRegistration is the registration record of the store m names.
+func EncodeStoreRegistration(m Member) ([]byte, error) {
+	return json.Marshal(storeRegistration{Version: StoreRegistrationVersion, StoreID: m.StoreID, Incarnation: m.Incarnation, Address: m.Address})
+}
+
+// DecodeStoreRegistration reads a registration record: the store, the
+// incarnation it serves now, and where to reach it.
+func DecodeStoreRegistration(b []byte) (Member, error) {
+	var r storeRegistration
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Member{}, fmt.Errorf("decode store registration: %w", err)
+	}
+	if r.StoreID == "" {
+		return Member{}, fmt.Errorf("decode store registration: no store id")
+	}
+	return Member{StoreID: r.StoreID, Incarnation: r.Incarnation, Address: r.Address}, nil
+}
+
+// LiveStores lists the registered stores in store id order.
+func LiveStores(ctx context.Context, cli *clientv3.Client) ([]Member, error) {
+	resp, err := cli.Get(ctx, keys.StoresPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("list stores: %w", err)
+	}
+	members := make([]Member, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		m, err := DecodeStoreRegistration(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("store record %s: %w", kv.Key, err)
+		}
+		members = append(members, m)
+	}
+	return members, nil
+}

@@ -1,0 +1,75 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/client"
+	"orderlog/ingest"
+	"orderlog/ingest/ledger"
+	"orderlog/internal/etcdserver"
+)
+
+// TestTwoOfThreeStoresStillWrite: a cluster configured for W=3/A=2 with
+// only two stores registered (the third node's disk is gone) still
+// elects a sequencer — whose commit ledger is degraded — and ingest nodes
+// still open ledgers, so writes are acknowledged and committed. Before,
+// the sequencer never campaigned ("2 stores registered, a ledger needs 3")
+// and no write was possible at all.
+func TestTwoOfThreeStoresStillWrite(t *testing.T) {
+	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	var ingests []*Server
+	for range 2 {
+		s := startClusterNode(t, etcd, Roles{Ingest: true}, ingest.AckQuorum)
+		defer s.Close()
+		ingests = append(ingests, s)
+	}
+	seq := startClusterNode(t, etcd, Roles{Sequencer: true}, ingest.AckQuorum)
+	defer seq.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	waitAllReady(t, ctx, append(ingests, seq)...)
+
+	c := dial(t, ingests[0])
+	p, err := c.NewProducer(ctx, "degraded", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	acks, err := p.Produce(ctx, msg("t", "", "on two stores"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCommitted(t, c, acks[0].Offset+1)
+
+	cli, err := etcd.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	checkAllDegraded(t, ctx, cli)
+}
+
+// checkAllDegraded: every ledger is on two stores and records W=3.
+func checkAllDegraded(t *testing.T, ctx context.Context, cli *clientv3.Client) {
+	t.Helper()
+	ms, err := ledger.List(ctx, cli, ledger.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) < 2 { // the commit ledger and an ingest ledger at least
+		t.Fatalf("%d ledgers", len(ms))
+	}
+	for _, m := range ms {
+		if m.W != 2 || m.IntendedW != 3 || !m.Degraded() {
+			t.Errorf("ledger %d of %s: W=%d intended %d", m.ID, m.WriterIncarnation, m.W, m.IntendedW)
+		}
+	}
+}
