@@ -20,6 +20,9 @@ const (
 	SeqReserved = Prefix + "seq/reserved"
 	// SeqCommitLedgers records the commit ledger ids of each epoch (sequencer).
 	SeqCommitLedgers = Prefix + "seq/commit-ledgers"
+	// RereplicationElection is the concurrency.Election prefix of the
+	// re-replication worker, one in the cluster (ingest/rereplicate).
+	RereplicationElection = Prefix + "rereplication/election"
 	// LedgerIDCounter is the last allocated ledger id (ingest/ledger).
 	LedgerIDCounter = Prefix + "ledgers-next-id"
 	// LedgersPrefix is the prefix of all ledger metadata keys (ingest/ledger).
