@@ -3,65 +3,106 @@ package client
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"orderlog/internal/apierr"
-	"orderlog/internal/grpcopt"
 	"orderlog/proto/orderlogpb"
 )
 
-// Client is a connection to one orderlog node.
+// Client is a connection to an orderlog cluster: one gRPC connection per
+// node endpoint, made lazily.
 type Client struct {
-	conn     *grpc.ClientConn
-	producer orderlogpb.ProducerClient
-	reader   orderlogpb.ReaderClient
-	admin    orderlogpb.AdminClient
+	endpoints *endpointSet
+	// refreshing is true while a background Refresh runs; background
+	// counts those goroutines, which end with ctx (cancelled by Close).
+	refreshing atomic.Bool
+	background sync.WaitGroup
+	ctx        context.Context
+	cancel     context.CancelFunc
 }
 
-// Dial connects to an orderlog gRPC address (host:port). The connection is
-// made lazily and re-made after failures.
-func Dial(addr string) (*Client, error) {
-	conn, err := grpc.NewClient(addr, grpcopt.DialOptions()...)
+// Dial connects to an orderlog cluster through one node address
+// (host:port) or a comma-separated list of them ("h1:7070,h2:7070").
+// Connections are made lazily and re-made after failures. Dial asks a node
+// for the cluster's other endpoints in the background (see Refresh).
+func Dial(addrs string) (*Client, error) {
+	seeds, err := ParseEndpoints(addrs)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
+		return nil, err
 	}
-	return &Client{
-		conn:     conn,
-		producer: orderlogpb.NewProducerClient(conn),
-		reader:   orderlogpb.NewReaderClient(conn),
-		admin:    orderlogpb.NewAdminClient(conn),
-	}, nil
+	c := &Client{endpoints: newEndpointSet(seeds)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if _, err := c.endpoints.conn(seeds[0]); err != nil {
+		c.cancel()
+		return nil, err
+	}
+	c.refreshSoon()
+	return c, nil
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connections. Calls still running fail.
+func (c *Client) Close() error {
+	c.cancel()
+	c.background.Wait()
+	return c.endpoints.close()
+}
 
-// Status returns the server's view of the log.
+// Status returns a node's view of the log, from the first endpoint that
+// answers.
 func (c *Client) Status(ctx context.Context) (*orderlogpb.StatusResponse, error) {
-	resp, err := c.admin.Status(ctx, &orderlogpb.StatusRequest{})
+	var resp *orderlogpb.StatusResponse
+	err := c.unary(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		var err error
+		resp, err = orderlogpb.NewAdminClient(conn).Status(ctx, &orderlogpb.StatusRequest{})
+		return err
+	})
 	if err != nil {
 		return nil, apierr.FromGRPC(err)
 	}
 	return resp, nil
 }
 
-// CreateTopic creates a topic.
+// CreateTopic creates a topic. A retry on another node after a lost answer
+// can find the topic made by the first attempt: TOPIC_EXISTS.
 func (c *Client) CreateTopic(ctx context.Context, name string) error {
-	_, err := c.admin.CreateTopic(ctx, &orderlogpb.CreateTopicRequest{Name: name})
+	err := c.unary(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		_, err := orderlogpb.NewAdminClient(conn).CreateTopic(ctx, &orderlogpb.CreateTopicRequest{Name: name})
+		return err
+	})
 	if err != nil {
 		return apierr.FromGRPC(err)
 	}
 	return nil
 }
 
-// RawProducer is the generated Producer client, for callers (and tests)
-// that manage sequence numbers themselves.
-func (c *Client) RawProducer() orderlogpb.ProducerClient { return c.producer }
+// RawProducer is the generated Producer client of the current endpoint,
+// for callers (and tests) that manage sequence numbers and nodes
+// themselves.
+func (c *Client) RawProducer() orderlogpb.ProducerClient {
+	conn, err := c.endpoints.conn(c.endpoints.current())
+	if err != nil {
+		return orderlogpb.NewProducerClient(closedConn{})
+	}
+	return orderlogpb.NewProducerClient(conn)
+}
 
-// WaitReady waits until the server answers Status with a sequencer epoch:
-// a leader serves and the server's reader follows it.
+// closedConn fails every call: the client is closed.
+type closedConn struct{}
+
+func (closedConn) Invoke(context.Context, string, any, any, ...grpc.CallOption) error {
+	return errClientClosed
+}
+
+func (closedConn) NewStream(context.Context, *grpc.StreamDesc, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, errClientClosed
+}
+
+// WaitReady waits until a node answers Status with a sequencer epoch: a
+// leader serves and the node's reader follows it.
 func (c *Client) WaitReady(ctx context.Context) error {
 	for {
 		callCtx, cancel := context.WithTimeout(ctx, time.Second)

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"orderlog/internal/apierr"
 	"orderlog/proto/orderlogpb"
@@ -52,8 +56,17 @@ type Producer struct {
 		stream        orderlogpb.Producer_ProduceClient
 		closed        bool
 		fatal         error
+		// endpoint is the node the stream goes to; refusals counts the
+		// retryable refusals since the last ack, to move off a node that
+		// is up but cannot serve.
+		endpoint string
+		refusals int
 	}
 }
+
+// A producer moves to another node after this many retryable refusals in a
+// row from one node (a broken stream moves it at once).
+const moveAfterRefusals = 3
 
 // Pending is a frame sent and not yet resolved.
 type Pending struct {
@@ -77,18 +90,56 @@ func (p *Pending) Wait(ctx context.Context) ([]*orderlogpb.Ack, error) {
 func (p *Pending) FirstSeq() uint64 { return p.request.FirstSeq }
 
 // NewProducer registers the producer name (fencing any older instance of it)
-// and starts its stream.
+// and starts its stream. Producers start at the client's endpoints in turn
+// (InitProducer moves on while nodes fail) and stay at their node until it
+// fails.
 func (c *Client) NewProducer(ctx context.Context, name string, opts ProducerOptions) (*Producer, error) {
 	opts.validate()
-	resp, err := c.producer.InitProducer(ctx, &orderlogpb.InitProducerRequest{Name: name})
+	endpoint, resp, err := c.initProducer(ctx, name)
 	if err != nil {
-		return nil, apierr.FromGRPC(err)
+		return nil, err
 	}
 	p := &Producer{client: c, name: name, opts: opts, slots: make(chan struct{}, opts.MaxInFlight), done: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.mu.id, p.mu.epoch, p.mu.nextSeq = resp.ProducerId, resp.Epoch, resp.NextSeq
+	p.mu.endpoint = endpoint
 	go p.run()
 	return p, nil
+}
+
+// initProducer calls InitProducer at the next producer endpoint and, while
+// nodes fail, the ones after it, and returns the endpoint that answered.
+// A retry after a lost answer bumps the epoch once more, harmlessly: no
+// frame of this instance exists yet.
+func (c *Client) initProducer(ctx context.Context, name string) (string, *orderlogpb.InitProducerResponse, error) {
+	endpoint := c.endpoints.nextProducer()
+	var err error
+	for range len(c.endpoints.list()) {
+		var conn *grpc.ClientConn
+		if conn, err = c.endpoints.conn(endpoint); err != nil {
+			return "", nil, err
+		}
+		attemptCtx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		var resp *orderlogpb.InitProducerResponse
+		resp, err = orderlogpb.NewProducerClient(conn).InitProducer(attemptCtx, &orderlogpb.InitProducerRequest{Name: name})
+		cancel()
+		if err == nil {
+			return endpoint, resp, nil
+		}
+		if !nodeFailed(ctx, apierr.FromGRPC(err)) {
+			break
+		}
+		c.nodeFailed(endpoint)
+		endpoint = c.endpoints.after(endpoint)
+	}
+	return "", nil, apierr.FromGRPC(err)
+}
+
+// Endpoint is the node address the producer's stream goes to.
+func (p *Producer) Endpoint() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.endpoint
 }
 
 // ID and Epoch identify the session.
@@ -147,11 +198,16 @@ func (p *Producer) Close() {
 
 // run keeps a stream open, resending unacknowledged frames after each break,
 // until the producer is closed or has failed and every frame before the
-// failed one is answered.
+// failed one is answered. When its node fails the producer moves to the
+// next endpoint and resends there with the same (producer id, epoch, seq):
+// that node takes the producer over (rebuilding its state from the old
+// owner's ledgers) and answers the frames already logged as duplicates
+// with their original offsets.
 func (p *Producer) run() {
 	defer close(p.done)
 	for p.ctx.Err() == nil {
-		err := p.serveStream()
+		endpoint := p.Endpoint()
+		err, broken := p.serveStream(endpoint)
 		if p.ctx.Err() != nil || p.finished() {
 			return
 		}
@@ -159,6 +215,10 @@ func (p *Producer) run() {
 		if errors.As(err, &apiErr) && !retryable(apiErr) {
 			p.setFatal(apiErr)
 			return
+		}
+		if p.shouldMove(broken, err) {
+			p.client.nodeFailed(endpoint)
+			p.moveTo(p.client.endpoints.after(endpoint))
 		}
 		select {
 		case <-time.After(p.opts.RetryBackoff):
@@ -178,12 +238,45 @@ func retryable(err *apierr.Error) bool {
 // errFinished ends a stream once a failed producer has nothing left to wait for.
 var errFinished = errors.New("client: producer failed; every earlier frame answered")
 
-func (p *Producer) serveStream() error {
+// shouldMove says whether the producer leaves its node after a stream
+// ended with err: at once when the stream broke or could not be opened
+// (the node is gone or unreachable), after moveAfterRefusals retryable
+// refusals in a row when the node is up but cannot serve.
+func (p *Producer) shouldMove(broken bool, err error) bool {
+	if len(p.client.endpoints.list()) < 2 {
+		return false
+	}
+	if broken {
+		return nodeFailed(p.ctx, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if apierr.As(err).Class() != apierr.ClassRetry {
+		return false
+	}
+	p.mu.refusals++
+	return p.mu.refusals >= moveAfterRefusals
+}
+
+func (p *Producer) moveTo(endpoint string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mu.endpoint, p.mu.refusals = endpoint, 0
+}
+
+// serveStream runs one stream to endpoint until it ends; broken reports
+// that it ended for want of the node (it could not be opened, or Recv
+// failed), not with a refusal.
+func (p *Producer) serveStream(endpoint string) (err error, broken bool) {
+	conn, err := p.client.endpoints.conn(endpoint)
+	if err != nil {
+		return err, false
+	}
 	ctx, cancel := context.WithCancel(p.ctx) // ends this stream's goroutines when it is done
-	stream, err := p.client.producer.Produce(ctx)
+	stream, err := orderlogpb.NewProducerClient(conn).Produce(ctx)
 	if err != nil {
 		cancel()
-		return apierr.FromGRPC(err)
+		return apierr.FromGRPC(err), true
 	}
 	p.attach(stream)
 	defer func() {
@@ -192,11 +285,14 @@ func (p *Producer) serveStream() error {
 	}()
 	for {
 		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) { // the node ended the stream: it is stopping
+			return apierr.New(apierr.Unavailable, "%s ended the produce stream", endpoint), true
+		}
 		if err != nil {
-			return apierr.FromGRPC(err)
+			return apierr.FromGRPC(err), true
 		}
 		if err := p.resolve(resp); err != nil {
-			return err
+			return err, false
 		}
 	}
 }
@@ -242,8 +338,8 @@ func (p *Producer) resolve(resp *orderlogpb.ProduceResponse) error {
 		return nil
 	}
 	if resp.ErrorCode != "" {
-		refusal := &apierr.Error{Code: apierr.Code(resp.ErrorCode), Message: resp.ErrorMessage}
-		if retryable(refusal) {
+		refusal, final := p.refusalLocked(resp)
+		if retryable(refusal) && !final {
 			return refusal
 		}
 		p.setFatalLocked(refusal)
@@ -255,10 +351,28 @@ func (p *Producer) resolve(resp *orderlogpb.ProduceResponse) error {
 		return apierr.New(apierr.Internal, "frame %d: %d acks for %d messages", resp.RequestId, len(resp.Acks), len(pending.request.Messages))
 	}
 	pending.acks = resp.Acks
+	p.mu.refusals = 0
 	close(pending.done)
 	p.mu.pending = slices.Delete(p.mu.pending, i, i+1)
 	<-p.slots
 	return p.finishedLocked()
+}
+
+// refusalLocked is the error a refused frame answers. OUT_OF_ORDER_SEQUENCE
+// is resent in order from the oldest unacknowledged frame, which works only
+// if the node expects a seq this producer still holds: a node expecting an
+// older one lacks messages that were acknowledged (possible in ack mode
+// leader, DESIGN.md §1), and the producer cannot go on: final.
+func (p *Producer) refusalLocked(resp *orderlogpb.ProduceResponse) (refusal *apierr.Error, final bool) {
+	refusal = &apierr.Error{Code: apierr.Code(resp.ErrorCode), Message: resp.ErrorMessage}
+	if refusal.Code == apierr.OutOfOrderSequence && len(p.mu.pending) > 0 {
+		if oldest := p.mu.pending[0].request.FirstSeq; resp.ExpectedSeq < oldest {
+			refusal.Message = fmt.Sprintf("the node expects seq %d, but every seq before %d was acknowledged and is no longer held: %s",
+				resp.ExpectedSeq, oldest, resp.ErrorMessage)
+			return refusal.With("expected_seq", strconv.FormatUint(resp.ExpectedSeq, 10)), true
+		}
+	}
+	return refusal, false
 }
 
 func (p *Producer) finishedLocked() error {

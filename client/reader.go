@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"orderlog/internal/apierr"
 	"orderlog/proto/orderlogpb"
 )
@@ -15,24 +17,92 @@ import (
 type Page = orderlogpb.ReadResponse
 
 // Read calls fn for each frame of messages in [from, committed watermark),
-// at most limit messages (0 = no limit), in offset order.
+// at most limit messages (0 = no limit), in offset order. A read broken by
+// a failing node goes on at the next endpoint from the next offset, so fn
+// sees every message once (the watermark it stops at is then that node's).
 func (c *Client) Read(ctx context.Context, from uint64, limit uint32, fn func(*Page) error) error {
-	stream, err := c.reader.Read(ctx, &orderlogpb.ReadRequest{FromOffset: from, Limit: limit})
+	return c.pages(ctx, from, limit, func(ctx context.Context, rc orderlogpb.ReaderClient, from uint64, limit uint32) (pageStream, error) {
+		return rc.Read(ctx, &orderlogpb.ReadRequest{FromOffset: from, Limit: limit})
+	}, fn)
+}
+
+// Query is Read filtered by topic and/or key, still in global order; limit
+// counts matching messages.
+func (c *Client) Query(ctx context.Context, req *orderlogpb.QueryRequest, fn func(*Page) error) error {
+	return c.pages(ctx, req.FromOffset, req.Limit, func(ctx context.Context, rc orderlogpb.ReaderClient, from uint64, limit uint32) (pageStream, error) {
+		resumed := proto.CloneOf(req) // the caller keeps req
+		resumed.FromOffset, resumed.Limit = from, limit
+		return rc.Query(ctx, resumed)
+	}, fn)
+}
+
+type openPages func(ctx context.Context, rc orderlogpb.ReaderClient, from uint64, limit uint32) (pageStream, error)
+
+// pages runs a range stream on the current endpoint and, when its node
+// fails, resumes it at the next endpoint from the last page's next offset
+// with what is left of limit. It gives up when every endpoint has failed
+// with no page in between.
+func (c *Client) pages(ctx context.Context, from uint64, limit uint32, open openPages, fn func(*Page) error) error {
+	limited, remaining := limit > 0, limit
+	addr := c.endpoints.current()
+	failures := 0
+	for {
+		conn, err := c.endpoints.conn(addr)
+		if err != nil {
+			return err
+		}
+		err = c.pagesOnce(ctx, orderlogpb.NewReaderClient(conn), from, remaining, open, func(p *Page) error {
+			failures = 0
+			from = max(from, p.NextOffset)
+			if limited {
+				remaining -= min(remaining, uint32(len(p.Messages)))
+			}
+			return fn(p)
+		})
+		var fromCaller callerError
+		switch {
+		case errors.As(err, &fromCaller):
+			return fromCaller.err
+		case !nodeFailed(ctx, err):
+			return err
+		case limited && remaining == 0: // every message asked for arrived
+			return nil
+		}
+		c.nodeFailed(addr)
+		if failures++; failures >= len(c.endpoints.list()) {
+			return err
+		}
+		addr = c.endpoints.after(addr)
+	}
+}
+
+func (c *Client) pagesOnce(ctx context.Context, rc orderlogpb.ReaderClient, from uint64, limit uint32, open openPages, fn func(*Page) error) error {
+	stream, err := open(ctx, rc, from, limit)
 	if err != nil {
 		return apierr.FromGRPC(err)
 	}
-	return drain(stream, fn)
+	return drain(stream, func(p *Page) error {
+		if err := fn(p); err != nil {
+			return callerError{err}
+		}
+		return nil
+	})
 }
 
 // Tail calls fn for each frame from offset from on, following the committed
 // watermark, until ctx ends or fn returns an error. A tail broken by a
-// retryable error (the node restarting, a leader change) is taken up again
-// from the next offset after a pause, so fn still sees every message once,
-// in order.
+// retryable error (a node stopping or restarting, a leader change) is taken
+// up again at the next endpoint from the next offset after a pause, so fn
+// still sees every message once, in order.
 func (c *Client) Tail(ctx context.Context, from uint64, fn func(*Page) error) error {
 	next, pause := from, tailRetryFirst
 	for {
-		err := c.tailOnce(ctx, next, func(p *Page) error {
+		addr := c.endpoints.current()
+		conn, err := c.endpoints.conn(addr)
+		if err != nil {
+			return err
+		}
+		err = c.tailOnce(ctx, orderlogpb.NewReaderClient(conn), next, func(p *Page) error {
 			next, pause = p.NextOffset, tailRetryFirst
 			if err := fn(p); err != nil {
 				return callerError{err}
@@ -48,6 +118,7 @@ func (c *Client) Tail(ctx context.Context, from uint64, fn func(*Page) error) er
 		case err == nil || apierr.As(err).Class() != apierr.ClassRetry:
 			return err
 		}
+		c.nodeFailed(addr)
 		select {
 		case <-ctx.Done():
 			return err
@@ -68,17 +139,8 @@ type callerError struct{ err error }
 
 func (e callerError) Error() string { return e.err.Error() }
 
-func (c *Client) tailOnce(ctx context.Context, from uint64, fn func(*Page) error) error {
-	stream, err := c.reader.Tail(ctx, &orderlogpb.TailRequest{FromOffset: from})
-	if err != nil {
-		return apierr.FromGRPC(err)
-	}
-	return drain(stream, fn)
-}
-
-// Query is Read filtered by topic and/or key, still in global order.
-func (c *Client) Query(ctx context.Context, req *orderlogpb.QueryRequest, fn func(*Page) error) error {
-	stream, err := c.reader.Query(ctx, req)
+func (c *Client) tailOnce(ctx context.Context, rc orderlogpb.ReaderClient, from uint64, fn func(*Page) error) error {
+	stream, err := rc.Tail(ctx, &orderlogpb.TailRequest{FromOffset: from})
 	if err != nil {
 		return apierr.FromGRPC(err)
 	}

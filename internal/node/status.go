@@ -25,6 +25,9 @@ func (s *Server) status(ctx context.Context) (*orderlogpb.StatusResponse, error)
 	if got, err := s.cli.Get(ctx, keys.SeqReserved); err == nil && len(got.Kvs) > 0 {
 		resp.Reserved, _ = strconv.ParseUint(string(got.Kvs[0].Value), 10, 64)
 	}
+	if endpoints, err := clientEndpoints(ctx, s.cli); err == nil {
+		resp.Endpoints = endpoints
+	}
 	if s.ingest != nil {
 		resp.Producers = uint64(s.ingest.Producers())
 		resp.StoreBytes = uint64(dirSize(filepath.Join(s.cfg.DataDir, "wal")))

@@ -919,14 +919,18 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Committed     uint64                 `protobuf:"varint,2,opt,name=committed,proto3" json:"committed,omitempty"`
-	Reserved      uint64                 `protobuf:"varint,3,opt,name=reserved,proto3" json:"reserved,omitempty"`
-	HoleOffsets   uint64                 `protobuf:"varint,4,opt,name=hole_offsets,json=holeOffsets,proto3" json:"hole_offsets,omitempty"`
-	Producers     uint64                 `protobuf:"varint,5,opt,name=producers,proto3" json:"producers,omitempty"`
-	StoreBytes    uint64                 `protobuf:"varint,6,opt,name=store_bytes,json=storeBytes,proto3" json:"store_bytes,omitempty"`
-	Version       string                 `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Epoch       uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Committed   uint64                 `protobuf:"varint,2,opt,name=committed,proto3" json:"committed,omitempty"`
+	Reserved    uint64                 `protobuf:"varint,3,opt,name=reserved,proto3" json:"reserved,omitempty"`
+	HoleOffsets uint64                 `protobuf:"varint,4,opt,name=hole_offsets,json=holeOffsets,proto3" json:"hole_offsets,omitempty"`
+	Producers   uint64                 `protobuf:"varint,5,opt,name=producers,proto3" json:"producers,omitempty"`
+	StoreBytes  uint64                 `protobuf:"varint,6,opt,name=store_bytes,json=storeBytes,proto3" json:"store_bytes,omitempty"`
+	Version     string                 `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
+	// The gRPC addresses of the cluster's live ingest nodes (each serves the
+	// Producer, Reader and Admin services), from their etcd registrations,
+	// sorted. A client dialled with one address learns the others here.
+	Endpoints     []string `protobuf:"bytes,8,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1008,6 +1012,13 @@ func (x *StatusResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetEndpoints() []string {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
 }
 
 type Topic struct {
@@ -1255,7 +1266,7 @@ const file_orderlog_proto_rawDesc = "" +
 	"\vnext_offset\x18\x03 \x01(\x04R\n" +
 	"nextOffset\x12\x1c\n" +
 	"\tcommitted\x18\x04 \x01(\x04R\tcommitted\"\x0f\n" +
-	"\rStatusRequest\"\xdc\x01\n" +
+	"\rStatusRequest\"\xfa\x01\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1c\n" +
 	"\tcommitted\x18\x02 \x01(\x04R\tcommitted\x12\x1a\n" +
@@ -1264,7 +1275,8 @@ const file_orderlog_proto_rawDesc = "" +
 	"\tproducers\x18\x05 \x01(\x04R\tproducers\x12\x1f\n" +
 	"\vstore_bytes\x18\x06 \x01(\x04R\n" +
 	"storeBytes\x12\x18\n" +
-	"\aversion\x18\a \x01(\tR\aversion\"\x1b\n" +
+	"\aversion\x18\a \x01(\tR\aversion\x12\x1c\n" +
+	"\tendpoints\x18\b \x03(\tR\tendpoints\"\x1b\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"(\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
