@@ -65,6 +65,9 @@ type Listener struct {
 	// ReadinessChanged: a process's readiness (GET /readyz, the gRPC health
 	// service) changed.
 	ReadinessChanged func(ReadinessInfo)
+	// LedgerRereplicated: the re-replication worker copied a closed ledger
+	// onto more stores and changed its ensemble in etcd.
+	LedgerRereplicated func(RereplicationInfo)
 }
 
 // LeaderInfo describes a sequencer leader's term.
@@ -190,6 +193,25 @@ type LedgerInfo struct {
 	Reason string
 }
 
+// RereplicationInfo describes one ensemble change of a closed ledger.
+type RereplicationInfo struct {
+	Ledger uint64
+	Epoch  uint64
+	Writer string
+	// Last is the ledger's last entry; entries 0..Last were copied.
+	Last int64
+	// Lost are the stores whose copies no longer counted (new incarnation,
+	// or registration gone longer than the grace period).
+	Lost []string
+	// Added are the stores that received a full copy.
+	Added []string
+	// Copies is the ensemble size after the change, Intended the ledger's W.
+	Copies   int
+	Intended int
+	// Took is how long the copies and the change took.
+	Took time.Duration
+}
+
 // ReadinessInfo describes a change of readiness.
 type ReadinessInfo struct {
 	Ready bool
@@ -214,6 +236,7 @@ func (l *Listener) EnsureDefaults() {
 	ensure(&l.LedgerOpened)
 	ensure(&l.LedgerClosed)
 	ensure(&l.ReadinessChanged)
+	ensure(&l.LedgerRereplicated)
 }
 
 func ensure[T any](f *func(T)) {
@@ -228,20 +251,21 @@ func Tee(a, b Listener) Listener {
 	a.EnsureDefaults()
 	b.EnsureDefaults()
 	return Listener{
-		LeaderElected:    both(a.LeaderElected, b.LeaderElected),
-		LeaderLost:       both(a.LeaderLost, b.LeaderLost),
-		LedgerFenced:     both(a.LedgerFenced, b.LedgerFenced),
-		LedgerRecovered:  both(a.LedgerRecovered, b.LedgerRecovered),
-		WriterFailed:     both(a.WriterFailed, b.WriterFailed),
-		LeaseLost:        both(a.LeaseLost, b.LeaseLost),
-		StoreRegistered:  both(a.StoreRegistered, b.StoreRegistered),
-		SlowSync:         both(a.SlowSync, b.SlowSync),
-		ReaderCatchingUp: both(a.ReaderCatchingUp, b.ReaderCatchingUp),
-		ReaderInStep:     both(a.ReaderInStep, b.ReaderInStep),
-		ProducerTakeover: both(a.ProducerTakeover, b.ProducerTakeover),
-		LedgerOpened:     both(a.LedgerOpened, b.LedgerOpened),
-		LedgerClosed:     both(a.LedgerClosed, b.LedgerClosed),
-		ReadinessChanged: both(a.ReadinessChanged, b.ReadinessChanged),
+		LeaderElected:      both(a.LeaderElected, b.LeaderElected),
+		LeaderLost:         both(a.LeaderLost, b.LeaderLost),
+		LedgerFenced:       both(a.LedgerFenced, b.LedgerFenced),
+		LedgerRecovered:    both(a.LedgerRecovered, b.LedgerRecovered),
+		WriterFailed:       both(a.WriterFailed, b.WriterFailed),
+		LeaseLost:          both(a.LeaseLost, b.LeaseLost),
+		StoreRegistered:    both(a.StoreRegistered, b.StoreRegistered),
+		SlowSync:           both(a.SlowSync, b.SlowSync),
+		ReaderCatchingUp:   both(a.ReaderCatchingUp, b.ReaderCatchingUp),
+		ReaderInStep:       both(a.ReaderInStep, b.ReaderInStep),
+		ProducerTakeover:   both(a.ProducerTakeover, b.ProducerTakeover),
+		LedgerOpened:       both(a.LedgerOpened, b.LedgerOpened),
+		LedgerClosed:       both(a.LedgerClosed, b.LedgerClosed),
+		ReadinessChanged:   both(a.ReadinessChanged, b.ReadinessChanged),
+		LedgerRereplicated: both(a.LedgerRereplicated, b.LedgerRereplicated),
 	}
 }
 

@@ -71,6 +71,10 @@ func Logging(logger *slog.Logger) Listener {
 		LedgerClosed: func(i LedgerInfo) {
 			log.Info("ledger closed", "ledger", i.Ledger, "epoch", i.Epoch, "writer", i.Writer, "last_entry", i.Last, "reason", i.Reason)
 		},
+		LedgerRereplicated: func(i RereplicationInfo) {
+			log.Info("ledger re-replicated", "ledger", i.Ledger, "epoch", i.Epoch, "writer", i.Writer, "last_entry", i.Last,
+				"lost", i.Lost, "added", i.Added, "copies", i.Copies, "intended", i.Intended, "took", i.Took)
+		},
 		ReadinessChanged: func(i ReadinessInfo) {
 			if i.Ready {
 				log.Info("ready")
