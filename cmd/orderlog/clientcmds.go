@@ -10,43 +10,13 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
-	"syscall"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"orderlog/client"
 	"orderlog/proto/orderlogpb"
 )
-
-// clientFlags are the flags every client verb takes.
-type clientFlags struct {
-	addr    string
-	timeout time.Duration
-}
-
-func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:7070", "gRPC address of an orderlog node")
-	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long (0 = no limit)")
-}
-
-// withClient connects and runs fn with a context that ends on Ctrl-C,
-// SIGTERM or after --timeout.
-func (c *clientFlags) withClient(fn func(ctx context.Context, cl *client.Client) error) error {
-	cl, err := client.Dial(c.addr)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if c.timeout > 0 {
-		var cancelTimeout context.CancelFunc
-		ctx, cancelTimeout = context.WithTimeout(ctx, c.timeout)
-		defer cancelTimeout()
-	}
-	return fn(ctx, cl)
-}
 
 func newFlagSet(name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -446,7 +416,7 @@ func printPage(out *json.Encoder, page *client.Page) error {
 }
 
 func runStatus(args []string) error {
-	fs := newFlagSet("status", "status [flags]\n\nPrints the sequencer epoch, the committed watermark C and store sizes.")
+	fs := newFlagSet("status", "status [flags]\n\nPrints the sequencer epoch, the committed watermark C, store sizes and the\ncluster's nodes (a list --addr accepts).")
 	var cf clientFlags
 	cf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -457,8 +427,9 @@ func runStatus(args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("epoch        %d\ncommitted    %d\nreserved     %d\nhole offsets %d\nproducers    %d\nstore bytes  %d\n",
-			status.Epoch, status.Committed, status.Reserved, status.HoleOffsets, status.Producers, status.StoreBytes)
+		fmt.Printf("epoch        %d\ncommitted    %d\nreserved     %d\nhole offsets %d\nproducers    %d\nstore bytes  %d\nnodes        %s\n",
+			status.Epoch, status.Committed, status.Reserved, status.HoleOffsets, status.Producers, status.StoreBytes,
+			strings.Join(status.Endpoints, ","))
 		return nil
 	})
 }
