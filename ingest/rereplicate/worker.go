@@ -1,0 +1,276 @@
+package rereplicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"orderlog/ingest/ledger"
+	"orderlog/internal/event"
+	"orderlog/internal/keys"
+	"orderlog/proto/walpb"
+)
+
+// Config configures a Worker.
+type Config struct {
+	// Etcd holds the ledger metadata, store registrations and the election.
+	Etcd *clientv3.Client
+	// Stores reaches the WAL stores.
+	Stores ledger.Dialer
+	// Name identifies this process in the election.
+	Name string
+	// Grace is how long a store's registration may be gone before its
+	// copies count as lost (a restart takes less). Default 1 min.
+	Grace time.Duration
+	// Interval is the pause between passes. Default 10 s.
+	Interval time.Duration
+	// SessionTTL is the election session's TTL in seconds. Default 5.
+	SessionTTL int
+	// Now is the clock (default time.Now); Grace is measured with it.
+	Now func() time.Time
+	// Logger logs elections and failures (once per ledger and error);
+	// nil discards.
+	Logger *slog.Logger
+	// Events is told of each re-replication (event.Logging logs it).
+	Events event.Listener
+}
+
+// Validate fills defaults and rejects nonsense.
+func (c *Config) Validate() error {
+	switch {
+	case c.Etcd == nil:
+		return errors.New("rereplicate: no etcd client")
+	case c.Stores == nil:
+		return errors.New("rereplicate: no store dialer")
+	case c.Grace < 0 || c.Interval < 0 || c.SessionTTL < 0:
+		return errors.New("rereplicate: negative duration")
+	}
+	if c.Grace == 0 {
+		c.Grace = time.Minute
+	}
+	if c.Interval == 0 {
+		c.Interval = 10 * time.Second
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = 5
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	c.Logger = event.OrDiscard(c.Logger)
+	c.Events.EnsureDefaults()
+	return nil
+}
+
+// Worker re-replicates under-replicated closed ledgers while it is the
+// elected one.
+type Worker struct {
+	cfg Config
+	// goneSince is when each unregistered ensemble store was first seen
+	// unregistered. Only the Run goroutine touches it.
+	goneSince map[string]time.Time
+	// failures keeps the last failure logged per ledger, so a failure that
+	// repeats every pass is logged once.
+	failures map[uint64]string
+}
+
+// New returns a worker; call Run.
+func New(cfg Config) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Worker{cfg: cfg, goneSince: map[string]time.Time{}, failures: map[uint64]string{}}, nil
+}
+
+// Run campaigns and, while elected, runs a pass every Interval, until ctx
+// ends. A lost session campaigns again.
+func (w *Worker) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := w.lead(ctx); err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn("re-replication: election failed, retrying", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// lead campaigns once and runs passes while the session lasts.
+func (w *Worker) lead(ctx context.Context) error {
+	session, err := concurrency.NewSession(w.cfg.Etcd, concurrency.WithTTL(w.cfg.SessionTTL), concurrency.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	defer session.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-session.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	election := concurrency.NewElection(session, keys.RereplicationElection)
+	if err := election.Campaign(ctx, w.cfg.Name); err != nil {
+		return err
+	}
+	w.cfg.Logger.Info("re-replication worker elected", "name", w.cfg.Name)
+	for {
+		if err := w.Pass(ctx); err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn("re-replication pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(w.cfg.Interval):
+		}
+	}
+}
+
+// Pass examines every closed ledger once and re-replicates those with
+// fewer copies than intended. Errors of one ledger are logged and do not
+// stop the pass.
+func (w *Worker) Pass(ctx context.Context) error {
+	live, err := ledger.LiveStores(ctx, w.cfg.Etcd)
+	if err != nil {
+		return err
+	}
+	ms, err := ledger.List(ctx, w.cfg.Etcd, ledger.Filter{States: []ledger.State{ledger.StateClosed}})
+	if err != nil {
+		return err
+	}
+	l := w.observe(live, ms)
+	load := map[string]int{}
+	for _, m := range ms {
+		for _, member := range m.Ensemble {
+			load[member.StoreID]++
+		}
+	}
+	for _, m := range ms {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		d := plan(m, l)
+		if d.need == 0 {
+			delete(w.failures, m.ID)
+			continue
+		}
+		if err := w.rereplicate(ctx, m, d, targets(d.keep, l.registered, load, d.need), load); err != nil {
+			w.noteFailure(m, err)
+		}
+	}
+	return nil
+}
+
+// observe records when ensemble stores went unregistered and returns what
+// plan needs.
+func (w *Worker) observe(live []ledger.Member, ms []ledger.Metadata) liveness {
+	l := liveness{registered: map[string]ledger.Member{}, goneSince: w.goneSince, now: w.cfg.Now(), grace: w.cfg.Grace}
+	for _, m := range live {
+		l.registered[m.StoreID] = m
+		delete(w.goneSince, m.StoreID)
+	}
+	for _, m := range ms {
+		for _, member := range m.Ensemble {
+			if _, ok := l.registered[member.StoreID]; !ok {
+				if _, seen := w.goneSince[member.StoreID]; !seen {
+					w.goneSince[member.StoreID] = l.now
+				}
+			}
+		}
+	}
+	return l
+}
+
+// rereplicate copies m onto targets and swaps its ensemble.
+func (w *Worker) rereplicate(ctx context.Context, m ledger.Metadata, d decision, targets []ledger.Member, load map[string]int) error {
+	if len(d.sources) == 0 && m.LastEntry >= 0 {
+		return fmt.Errorf("no registered store holds a copy (%d counted, %d lost)", len(d.keep), len(d.lost))
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("no registered store to copy to (%d copies, %d intended)", len(d.keep), intendedW(m))
+	}
+	start := w.cfg.Now()
+	next := append([]ledger.Member(nil), d.keep...)
+	var copied []ledger.Member
+	var copyErrs []error
+	for _, target := range targets {
+		err := ledger.CopyClosed(ctx, m, d.sources, target, ledger.CopyOptions{Stores: w.cfg.Stores})
+		if err != nil {
+			copyErrs = append(copyErrs, err)
+			continue
+		}
+		copied = append(copied, target)
+	}
+	if len(copied) == 0 {
+		return errors.Join(copyErrs...)
+	}
+	if next = append(next, copied...); len(next) < m.A {
+		return fmt.Errorf("only %d copies after copying, A=%d", len(next), m.A)
+	}
+	changed, err := ledger.ChangeEnsemble(ctx, w.cfg.Etcd, m, next)
+	if err != nil {
+		w.dropOrphans(ctx, m.ID, copied, changed.Ensemble)
+		return err
+	}
+	for _, c := range copied {
+		load[c.StoreID]++
+	}
+	delete(w.failures, m.ID)
+	w.report(changed, d, copied, w.cfg.Now().Sub(start))
+	return errors.Join(copyErrs...)
+}
+
+// dropOrphans deletes the copies made for a change that did not happen,
+// except on stores the ledger's current ensemble names.
+func (w *Worker) dropOrphans(ctx context.Context, id uint64, copied, current []ledger.Member) {
+	for _, c := range copied {
+		if memberOf(c.StoreID, current) {
+			continue
+		}
+		if client, err := w.cfg.Stores.Client(c); err == nil {
+			_, _ = client.DeleteLedger(ctx, &walpb.DeleteLedgerRequest{LedgerId: id})
+		}
+	}
+}
+
+func memberOf(storeID string, ensemble []ledger.Member) bool {
+	for _, m := range ensemble {
+		if m.StoreID == storeID {
+			return true
+		}
+	}
+	return false
+}
+
+// report tells the listener (event.Logging logs it: once, since the
+// next pass finds the ledger complete).
+func (w *Worker) report(m ledger.Metadata, d decision, copied []ledger.Member, took time.Duration) {
+	w.cfg.Events.LedgerRereplicated(event.RereplicationInfo{Ledger: m.ID, Epoch: uint64(m.Epoch), Writer: m.WriterIncarnation,
+		Last: m.LastEntry, Lost: storeIDs(d.lost), Added: storeIDs(copied), Copies: m.W, Intended: intendedW(m), Took: took})
+}
+
+func storeIDs(ms []ledger.Member) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.StoreID
+	}
+	return out
+}
+
+// noteFailure logs a ledger's failure when it differs from the last one
+// logged for that ledger.
+func (w *Worker) noteFailure(m ledger.Metadata, err error) {
+	if text := err.Error(); w.failures[m.ID] != text {
+		w.failures[m.ID] = text
+		w.cfg.Logger.Warn("re-replication: ledger stays under-replicated", "ledger", m.ID, "writer", m.WriterIncarnation,
+			"copies", len(m.Ensemble), "intended", intendedW(m), "err", err)
+	}
+}
