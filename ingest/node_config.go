@@ -8,6 +8,7 @@ import (
 
 	"orderlog/ingest/pipeline"
 	"orderlog/internal/event"
+	"orderlog/sequencer"
 )
 
 // AckMode says when a producer is told its message is logged.
@@ -26,12 +27,32 @@ const (
 	AckLeader AckMode = "leader"
 )
 
+// Defaults of the node's timeouts (docs/operations.md lists them with the
+// flags that set them).
+const (
+	DefaultLeaseTTL           = 5 * time.Second
+	DefaultGrantStreamSilence = 2 * time.Second
+	DefaultUnreachableAfter   = 2 * time.Second
+	// minGrantStreamSilence leaves room for a few lost or late heartbeats.
+	minGrantStreamSilence = 4 * sequencer.GrantStreamHeartbeat
+)
+
 // Config configures an ingest node.
 type Config struct {
 	// NodeName names the node; an incarnation is NodeName plus a start stamp.
 	NodeName string
-	// LeaseTTL is the TTL of the node's etcd lease (its liveness key). Default 5 s.
+	// LeaseTTL is the TTL of the node's etcd lease (its liveness key), in
+	// whole seconds. Default DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// GrantStreamSilence is how long the grant stream to the sequencer
+	// leader may carry nothing (no grant, no close request, no heartbeat)
+	// before the node drops it and finds the leader again. Default
+	// DefaultGrantStreamSilence.
+	GrantStreamSilence time.Duration
+	// UnreachableAfter is how long a ledger's store may leave entries
+	// unacknowledged before the writer counts it unreachable (and closes the
+	// ledger if fewer than A stores remain). Default DefaultUnreachableAfter.
+	UnreachableAfter time.Duration
 	// W, A and Tolerate are the replication of the node's ledgers.
 	W, A, Tolerate int
 	// AckMode, default AckQuorum.
@@ -61,10 +82,26 @@ func (c *Config) Validate() error {
 		return errors.New("ingest: NodeName is required")
 	}
 	if c.LeaseTTL == 0 {
-		c.LeaseTTL = 5 * time.Second
+		c.LeaseTTL = DefaultLeaseTTL
 	}
 	if c.LeaseTTL < 2*time.Second {
 		return fmt.Errorf("ingest: LeaseTTL %s is below etcd's 2 s floor", c.LeaseTTL)
+	}
+	if c.LeaseTTL%time.Second != 0 {
+		return fmt.Errorf("ingest: LeaseTTL %s is not a whole number of seconds (etcd leases are)", c.LeaseTTL)
+	}
+	if c.GrantStreamSilence == 0 {
+		c.GrantStreamSilence = DefaultGrantStreamSilence
+	}
+	if c.UnreachableAfter == 0 {
+		c.UnreachableAfter = DefaultUnreachableAfter
+	}
+	if c.GrantStreamSilence < 0 || c.UnreachableAfter < 0 {
+		return errors.New("ingest: timeouts must be positive")
+	}
+	if c.GrantStreamSilence < minGrantStreamSilence {
+		return fmt.Errorf("ingest: GrantStreamSilence %s is below %s (the leader's heartbeat is every %s)",
+			c.GrantStreamSilence, minGrantStreamSilence, sequencer.GrantStreamHeartbeat)
 	}
 	if c.W == 0 {
 		c.W, c.A = 1, 1

@@ -95,7 +95,7 @@ func (n *Node) createLedger(epoch int64, snapshot []producer.State) (*ledger.Wri
 	opts := ledger.WriterOptions{OnConfirm: func(lac int64) {
 		id := ledgerID
 		n.do(func() { n.machine.Confirmed(id, lac) })
-	}, ReleasePayload: grpcopt.PutBuffer}
+	}, ReleasePayload: grpcopt.PutBuffer, UnreachableAfter: n.cfg.UnreachableAfter}
 	if n.cfg.AckMode == AckLeader && n.cfg.LocalStore != "" {
 		opts.LocalStore = n.cfg.LocalStore
 		opts.OnLocalDurable = func(entry int64) {

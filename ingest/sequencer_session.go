@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"orderlog/ingest/pipeline"
 	"orderlog/internal/apierr"
@@ -25,6 +27,7 @@ import (
 type SequencerSession struct {
 	etcd        *clientv3.Client
 	local       LocalSequencer
+	opts        SessionOptions
 	incarnation string
 	leaseID     int64
 	onClose     func(ledgerID uint64)
@@ -45,11 +48,32 @@ type SequencerSession struct {
 // at addr when that leader runs in this process, else nil.
 type LocalSequencer func(addr string) sequencer.GrantStreamer
 
+// SessionOptions tune how a session notices a dead or frozen leader.
+type SessionOptions struct {
+	// Silence is how long the stream may carry nothing — no grant, no close
+	// request, no heartbeat (the leader sends one every
+	// sequencer.GrantStreamHeartbeat while idle) — before the session drops
+	// it and finds the leader again. Default DefaultGrantStreamSilence.
+	Silence time.Duration
+}
+
+// grantKeepalive pings the leader's connection after this long without
+// any frame from it, and drops the connection if the ping is not answered
+// within grantKeepaliveTimeout: it catches a dead connection even where
+// the silence timeout would not (gRPC's floor for the ping time is 10 s).
+const (
+	grantKeepaliveTime    = 10 * time.Second
+	grantKeepaliveTimeout = 5 * time.Second
+)
+
 // NewSequencerSession starts the session. onClose is called (from the
 // session's goroutine) when the sequencer asks a ledger to be closed. local
 // may be nil.
-func NewSequencerSession(etcd *clientv3.Client, local LocalSequencer, incarnation string, leaseID int64, onClose func(uint64)) *SequencerSession {
-	s := &SequencerSession{etcd: etcd, local: local, incarnation: incarnation, leaseID: leaseID, onClose: onClose,
+func NewSequencerSession(etcd *clientv3.Client, local LocalSequencer, opts SessionOptions, incarnation string, leaseID int64, onClose func(uint64)) *SequencerSession {
+	if opts.Silence <= 0 {
+		opts.Silence = DefaultGrantStreamSilence
+	}
+	s := &SequencerSession{etcd: etcd, local: local, opts: opts, incarnation: incarnation, leaseID: leaseID, onClose: onClose,
 		replies: make(chan GrantReply, 4096), stop: make(chan struct{}), done: make(chan struct{})}
 	go s.run()
 	return s
@@ -57,9 +81,9 @@ func NewSequencerSession(etcd *clientv3.Client, local LocalSequencer, incarnatio
 
 // SequencerSessions is the GrantSessionFactory of real nodes; local (may be
 // nil) finds a leader in this process.
-func SequencerSessions(etcd *clientv3.Client, local LocalSequencer) GrantSessionFactory {
+func SequencerSessions(etcd *clientv3.Client, local LocalSequencer, opts SessionOptions) GrantSessionFactory {
 	return func(incarnation string, leaseID int64, onClose func(uint64)) GrantSession {
-		return NewSequencerSession(etcd, local, incarnation, leaseID, onClose)
+		return NewSequencerSession(etcd, local, opts, incarnation, leaseID, onClose)
 	}
 }
 
@@ -155,7 +179,8 @@ func (s *SequencerSession) serve() error {
 		streams = s.local(addr)
 	}
 	if streams == nil {
-		if conn, err = grpc.NewClient(addr, grpcopt.DialOptions()...); err != nil {
+		ping := grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: grantKeepaliveTime, Timeout: grantKeepaliveTimeout})
+		if conn, err = grpc.NewClient(addr, append(grpcopt.DialOptions(), ping)...); err != nil {
 			return err
 		}
 		streams = pb.NewSequencerClient(conn)
@@ -172,19 +197,36 @@ func (s *SequencerSession) serve() error {
 	s.mu.Lock()
 	s.mu.client, s.mu.conn, s.mu.epoch = client, conn, max(s.mu.epoch, epoch)
 	s.mu.Unlock()
+	return s.relay(client)
+}
+
+// relay hands the stream's frames to onFrame until the stream ends, the
+// session closes, or nothing arrived for opts.Silence (a dead or frozen
+// leader, or a cut connection that TCP has not noticed).
+func (s *SequencerSession) relay(client *sequencer.GrantClient) error {
+	silence := time.NewTimer(s.opts.Silence)
+	defer silence.Stop()
 	for {
 		select {
 		case <-s.stop:
 			client.Close()
 			return fmt.Errorf("session closed")
+		case <-silence.C:
+			client.Close()
+			return fmt.Errorf("%w: nothing for %s", ErrGrantStreamSilent, s.opts.Silence)
 		case f, ok := <-client.Frames():
 			if !ok {
 				return fmt.Errorf("grant stream ended: %v", client.Err())
 			}
+			silence.Reset(s.opts.Silence)
 			s.onFrame(f)
 		}
 	}
 }
+
+// ErrGrantStreamSilent is why a session dropped a stream on which the
+// leader sent nothing, not even a heartbeat, for SessionOptions.Silence.
+var ErrGrantStreamSilent = errors.New("ingest: grant stream silent")
 
 func (s *SequencerSession) onFrame(f *pb.SequencerFrame) {
 	s.mu.Lock()

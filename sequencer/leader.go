@@ -228,16 +228,16 @@ func (l *leader) endReason(nodeCtx context.Context, sess *concurrency.Session) s
 	l.mu.Lock()
 	reason := l.mu.deposedBy
 	l.mu.Unlock()
+	switch {
+	case reason != "":
+		return reason
+	case nodeCtx.Err() != nil: // the session ends with the node's context too
+		return "node stopping"
+	}
 	select {
 	case <-sess.Done():
 		return "etcd election session expired"
 	default:
-	}
-	switch {
-	case reason != "":
-		return reason
-	case nodeCtx.Err() != nil:
-		return "node stopping"
 	}
 	return "deposed"
 }

@@ -105,7 +105,10 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
-// term is one campaign and, if won, one term as leader.
+// term is one election session: one campaign and, if won, one term as
+// leader. It ends when the session is lost (etcd let its lease expire or
+// revoked it): a standby then stops waiting in its campaign, whose key went
+// with the lease, and Run starts a new session.
 func (n *Node) term(ctx context.Context) error {
 	sess, err := concurrency.NewSession(n.cfg.Etcd, concurrency.WithTTL(n.cfg.SessionTTL), concurrency.WithContext(ctx))
 	if err != nil {
@@ -114,15 +117,57 @@ func (n *Node) term(ctx context.Context) error {
 	defer sess.Close()
 	n.setSession(sess)
 	defer n.setSession(nil)
+	defer n.noteSessionLost(ctx, sess)
+	n.cfg.Logger.Info("sequencer campaigning", "addr", n.cfg.Address, "lease", fmt.Sprintf("%x", int64(sess.Lease())))
 	el := concurrency.NewElection(sess, keys.SeqElection)
-	if err := el.Campaign(ctx, n.cfg.Address); err != nil {
-		return fmt.Errorf("campaign: %w", err)
+	if err := n.campaign(ctx, sess, el); err != nil {
+		return err
 	}
 	err = n.lead(ctx, sess, uint64(el.Rev()), el.Key())
 	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	el.Resign(rctx)
 	return err
+}
+
+// errSessionLost: the election session's lease expired or was revoked.
+var errSessionLost = errors.New("sequencer: etcd election session lost")
+
+// campaign waits to win the election for as long as sess lives. Campaign
+// alone would wait on: its key is gone with a lost lease, but it waits for
+// the keys ahead of it, which may well live on.
+func (n *Node) campaign(ctx context.Context, sess *concurrency.Session, el *concurrency.Election) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sess.Done():
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	err := el.Campaign(cctx, n.cfg.Address)
+	select {
+	case <-sess.Done():
+		return errSessionLost
+	default:
+	}
+	if err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	return nil
+}
+
+// noteSessionLost fires LeaseLost if the term ended because its session
+// was lost (not because the node stops).
+func (n *Node) noteSessionLost(ctx context.Context, sess *concurrency.Session) {
+	select {
+	case <-sess.Done():
+		if ctx.Err() == nil {
+			n.cfg.Events.LeaseLost(event.LeaseInfo{Holder: "sequencer " + n.cfg.Address, LeaseID: int64(sess.Lease())})
+		}
+	default:
+	}
 }
 
 // lead runs steps 1–6 of §5 and then serves until deposed or ctx ends.

@@ -245,11 +245,22 @@ func TestCrashRestartHistory(t *testing.T) {
 // waitAckedAfter waits until the history holds an ack from after since.
 func waitAckedAfter(t *testing.T, recorder *history.Recorder, since time.Time) {
 	t.Helper()
+	waitSentAndAckedAfter(t, recorder, time.Time{}, since)
+}
+
+// waitSentAndAckedAfter waits until the history holds a message sent after
+// sent and acknowledged after acked, and returns the first such ack's time.
+func waitSentAndAckedAfter(t *testing.T, recorder *history.Recorder, sent, acked time.Time) time.Time {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var first time.Time
 		for _, op := range recorder.Ops() {
-			if op.Acked.After(since) {
-				return
+			if op.Sent.After(sent) && op.Acked.After(acked) && (first.IsZero() || op.Acked.Before(first)) {
+				first = op.Acked
 			}
+		}
+		if !first.IsZero() {
+			return first
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("no message was acknowledged in 30 s after the last restart")

@@ -26,6 +26,8 @@ func runDev(args []string) error {
 	slowSync := fs.Duration("slow-fsync", wal.DefaultSlowSync, "log each WAL fdatasync that takes at least this long")
 	var lf logFlags
 	lf.register(fs)
+	var tf timeoutFlags
+	tf.register(fs, node.Roles{})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -39,6 +41,9 @@ func runDev(args []string) error {
 		Logger: logger, SlowSync: *slowSync,
 	}
 	cfg.HTTPLimits.MaxMessageBytes = *maxMessage
+	if err := tf.apply(&cfg); err != nil {
+		return err
+	}
 	signals, stopped := stopSignals()
 	defer stopped()
 	server, err := node.Start(cfg)

@@ -21,6 +21,8 @@ type command struct {
 
 var commands = map[string]command{
 	"dev":       {"run everything in one process (embedded etcd, data in ./data)", runDev},
+	"node":      {"every role in one process, with an embedded etcd member: deploy three", runNode},
+	"cluster":   {"start N node processes on this machine (a local HA cluster)", runCluster},
 	"produce":   {"send lines from stdin or files as messages (idempotent session)", runProduce},
 	"read":      {"print a range of messages in global order", runRead},
 	"tail":      {"follow the log and print messages as they are committed", runTail},

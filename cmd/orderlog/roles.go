@@ -22,9 +22,11 @@ type roleFlags struct {
 	httpAddr string
 	name     string
 	log      logFlags
+	timeouts timeoutFlags
 }
 
-func (r *roleFlags) register(fs *flag.FlagSet, defaultGRPC, defaultHTTP, httpUse string) {
+func (r *roleFlags) register(fs *flag.FlagSet, roles node.Roles, defaultGRPC, defaultHTTP, httpUse string) {
+	r.timeouts.register(fs, roles)
 	fs.StringVar(&r.etcd, "etcd", "", "comma-separated client URLs of the etcd cluster (required)")
 	fs.StringVar(&r.grpcAddr, "grpc-addr", defaultGRPC, "gRPC address this role serves on (with the grpc.health.v1 health service and server reflection)")
 	fs.StringVar(&r.httpAddr, "http-addr", defaultHTTP, "HTTP address: "+httpUse)
@@ -51,7 +53,7 @@ func (r *roleFlags) config(roles node.Roles) (node.Config, error) {
 func runSequencer(args []string) error {
 	fs := newFlagSet("sequencer", "sequencer --etcd URLS [flags]\n\nCampaigns for sequencer leadership; the leader grants offsets, writes the\ncommit log and serves the commit map. Run two or three for failover.")
 	var rf roleFlags
-	rf.register(fs, "127.0.0.1:7071", "127.0.0.1:7081", observabilityUse)
+	rf.register(fs, node.Roles{Sequencer: true}, "127.0.0.1:7071", "127.0.0.1:7081", observabilityUse)
 	var commit node.Replication
 	fs.IntVar(&commit.W, "commit-w", 3, "stores per commit ledger (W)")
 	fs.IntVar(&commit.A, "commit-a", 2, "acks per commit entry (A)")
@@ -64,13 +66,16 @@ func runSequencer(args []string) error {
 		return err
 	}
 	cfg.Commit = commit
+	if err := rf.timeouts.apply(&cfg); err != nil {
+		return err
+	}
 	return serveRole("sequencer", cfg)
 }
 
 func runIngest(args []string) error {
 	fs := newFlagSet("ingest", "ingest --etcd URLS --data DIR [flags]\n\nRuns a WAL store and an ingest node: producer sessions over gRPC, the HTTP\nAPI, and ledgers replicated on W registered stores.")
 	var rf roleFlags
-	rf.register(fs, "127.0.0.1:7070", "127.0.0.1:7080", "the HTTP/JSON API, "+observabilityUse)
+	rf.register(fs, node.Roles{Ingest: true}, "127.0.0.1:7070", "127.0.0.1:7080", "the HTTP/JSON API, "+observabilityUse)
 	dataDir := fs.String("data", "./data", "directory of this node's WAL store")
 	slowSync := fs.Duration("slow-fsync", wal.DefaultSlowSync, "log each WAL fdatasync that takes at least this long")
 	var in ingest.Config
@@ -90,13 +95,16 @@ func runIngest(args []string) error {
 	in.AckMode = ingest.AckMode(*ackMode)
 	cfg.Ingest, cfg.DataDir, cfg.FsyncPolicy, cfg.SlowSync = in, *dataDir, *fsync, *slowSync
 	cfg.HTTPLimits.MaxMessageBytes = in.MaxMessageBytes
+	if err := rf.timeouts.apply(&cfg); err != nil {
+		return err
+	}
 	return serveRole("ingest", cfg)
 }
 
 func runReader(args []string) error {
 	fs := newFlagSet("reader", "reader --etcd URLS [flags]\n\nFollows the sequencer's commit map and serves Read, Tail and Query over gRPC.")
 	var rf roleFlags
-	rf.register(fs, "127.0.0.1:7072", "127.0.0.1:7082", observabilityUse)
+	rf.register(fs, node.Roles{Reader: true}, "127.0.0.1:7072", "127.0.0.1:7082", observabilityUse)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

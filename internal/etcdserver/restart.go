@@ -13,7 +13,14 @@ import (
 // make one. Clients keep retrying meanwhile; leases they cannot renew for
 // their TTL are lost. Stop, Restart and Close must not run concurrently
 // with each other or with Endpoint and NewClient.
-func (s *Server) Stop() { s.etcd.Close() }
+//
+// Requests fail from the moment Stop is called; it returns once the server
+// has closed its client streams, which takes several seconds while clients
+// are connected.
+func (s *Server) Stop() {
+	s.etcd.Server.HardStop() // no more raft: lease renewals fail at once
+	s.etcd.Close()
+}
 
 // Restart starts a stopped server again on the same data directory and
 // the same client and peer addresses, and waits until it serves clients.

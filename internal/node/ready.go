@@ -29,7 +29,8 @@ import (
 //     (ingest.Node.Ready);
 //   - reader (also run by the ingest role, for the HTTP API's reads): a
 //     first watermark of the commit map applied, so a read below C works;
-//   - WAL store: open and registered (it is, once Start returned).
+//   - WAL store: open and registered in etcd under a live lease (not while
+//     it registers again after losing its lease).
 //
 // A process is ready when all its roles are.
 
@@ -47,7 +48,7 @@ func (s *Server) roles() []roleReadiness {
 		out = append(out, roleReadiness{"sequencer", []string{sequencerpb.Sequencer_ServiceDesc.ServiceName}, s.sequencerReady()})
 	}
 	if s.store != nil {
-		out = append(out, roleReadiness{"store", []string{walpb.WAL_ServiceDesc.ServiceName}, nil})
+		out = append(out, roleReadiness{"store", []string{walpb.WAL_ServiceDesc.ServiceName}, s.storeReady()})
 	}
 	if s.ingest != nil {
 		out = append(out, roleReadiness{"ingest", []string{orderlogpb.Producer_ServiceDesc.ServiceName}, s.ingest.Ready()})
@@ -68,6 +69,13 @@ func (s *Server) sequencerReady() error {
 		return fmt.Errorf("sequencer: waiting for stores for its commit ledger: %w", *wait)
 	}
 	return s.sequencer.Ready()
+}
+
+func (s *Server) storeReady() error {
+	if s.registration == nil {
+		return errors.New("store: not registered in etcd yet")
+	}
+	return s.registration.ready()
 }
 
 // errReaderNotInStep: the reader has applied no watermark yet, and reads

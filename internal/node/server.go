@@ -64,6 +64,9 @@ type Config struct {
 	HTTPAddr string
 	// EtcdAddr is the embedded etcd server's client address.
 	EtcdAddr string
+	// Member makes the embedded etcd server a member of a multi-member
+	// cluster (`orderlog node`); zero: a single-member server.
+	Member EtcdMember
 	// NodeName names this node in incarnations and ledger metadata.
 	NodeName string
 	// FsyncPolicy is the WAL store's policy: "always,delay=<duration>"
@@ -91,6 +94,11 @@ type Config struct {
 	// SlowSync is the WAL fdatasync duration logged as slow; default
 	// wal.DefaultSlowSync, negative: never.
 	SlowSync time.Duration
+	// Sequencer tunes the sequencer role's election and grant timeouts.
+	Sequencer SequencerTimeouts
+	// StoreLeaseTTL is the TTL of the etcd lease the WAL store's
+	// registration is bound to, in whole seconds; default Ingest.LeaseTTL.
+	StoreLeaseTTL time.Duration
 }
 
 // Replication is W, A and the store failures tolerated.
@@ -103,9 +111,6 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" && (c.Roles.Ingest || len(c.EtcdEndpoints) == 0) {
 		return errors.New("node: DataDir is required")
-	}
-	if c.Commit.W == 0 {
-		c.Commit = Replication{W: 1, A: 1}
 	}
 	if c.GRPCAddr == "" {
 		c.GRPCAddr = "127.0.0.1:7070"
@@ -120,6 +125,12 @@ func (c *Config) Validate() error {
 		c.NodeName = "dev"
 	}
 	c.Ingest.NodeName = c.NodeName
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
+	if c.Commit.W == 0 {
+		c.Commit = Replication{W: 1, A: 1}
+	}
 	// Everything is checked before anything touches the data directory
 	// or etcd: a bad flag must leave nothing behind.
 	if _, err := wal.ParsePolicy(c.FsyncPolicy); err != nil {
@@ -137,6 +148,9 @@ func (c *Config) Validate() error {
 		if err := (Replication{W: c.Ingest.W, A: c.Ingest.A, Tolerate: c.Ingest.Tolerate}).Validate(); err != nil {
 			return fmt.Errorf("ledger replication: %w", err)
 		}
+	}
+	if err := c.validateStoreLease(); err != nil {
+		return err
 	}
 	return c.HTTPLimits.Validate()
 }
@@ -204,7 +218,7 @@ func (s *Server) start() error {
 	if s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("listen gRPC: %w", err)
 	}
-	s.grpc = grpc.NewServer(grpcopt.ServerOptions()...)
+	s.grpc = grpc.NewServer(append(grpcopt.ServerOptions(), grpcServerKeepalive()...)...)
 	s.registerObservability(s.grpc)
 	if s.cfg.Roles.Ingest {
 		if err := s.openStore(ctx); err != nil {
@@ -235,7 +249,7 @@ func (s *Server) connectEtcd() error {
 		s.cli, err = clientv3.New(clientv3.Config{Endpoints: s.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		return err
 	}
-	if s.etcd, err = etcdserver.Start(etcdserver.Config{Dir: filepath.Join(s.cfg.DataDir, "etcd"), ClientAddr: s.cfg.EtcdAddr}); err != nil {
+	if s.etcd, err = etcdserver.Start(s.cfg.etcdServerConfig()); err != nil {
 		return err
 	}
 	s.cli, err = s.etcd.NewClient()
@@ -300,7 +314,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 			return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
 		}
 		var err error
-		if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli, s.localSequencer)); err != nil {
+		if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli, s.localSequencer, ingest.SessionOptions{Silence: s.cfg.Ingest.GrantStreamSilence})); err != nil {
 			return err
 		}
 		ingest.NewProducerService(s.ingest).Register(s.grpc)
@@ -331,7 +345,9 @@ func (s *Server) startSequencer(ctx context.Context) error {
 	control := &sequencer.LedgerClient{Etcd: s.cli, Stores: s.dialer, Writer: "sequencer-" + s.cfg.NodeName,
 		Replication: sequencer.CommitReplication{AckQuorum: s.cfg.Commit.A, Tolerate: s.cfg.Commit.Tolerate}, Events: s.events}
 	var err error
-	s.sequencer, err = sequencer.NewNode(sequencer.Config{Address: addr, Etcd: s.cli, Logger: s.logger, Events: s.events, Ledgers: control})
+	seqCfg := sequencer.Config{Address: addr, Etcd: s.cli, Logger: s.logger, Events: s.events, Ledgers: control}
+	s.cfg.Sequencer.apply(&seqCfg)
+	s.sequencer, err = sequencer.NewNode(seqCfg)
 	if err != nil {
 		return err
 	}
