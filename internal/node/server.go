@@ -181,7 +181,7 @@ type Server struct {
 	sequencerWait atomic.Pointer[error]
 	ingest        *ingest.Node
 	reader        *reader.Reader
-	storeLease    clientv3.LeaseID
+	registration  *storeRegistration
 	dataLock      *os.File // flock on <data>/LOCK while the process runs
 	cancel        context.CancelFunc
 	done          chan struct{}
@@ -273,29 +273,11 @@ func (s *Server) openStore(ctx context.Context) error {
 	}
 	s.storeService = wal.NewService(s.store)
 	walpb.RegisterWALServer(s.grpc, s.storeService)
-	lease, err := s.cli.Grant(ctx, 5)
-	if err != nil {
-		return fmt.Errorf("store lease: %w", err)
-	}
-	s.storeLease = lease.ID
-	keepAlive, err := s.cli.KeepAlive(ctx, lease.ID)
-	if err != nil {
-		return err
-	}
-	holder := "store " + s.store.StoreID()
-	go func() {
-		for range keepAlive {
-		}
-		if ctx.Err() == nil { // not a clean stop: the registration is gone with the lease
-			s.events.LeaseLost(event.LeaseInfo{Holder: holder, LeaseID: int64(lease.ID)})
-		}
-	}()
+	// The store's lease has the ingest node's TTL; registration.go keeps
+	// the registration through lease losses.
 	rec := storeRecord{StoreID: s.store.StoreID(), Incarnation: s.store.Incarnation(), Address: s.grpcLis.Addr().String()}
-	if err := registerStore(ctx, s.cli, rec, lease.ID); err != nil {
-		return err
-	}
-	s.events.StoreRegistered(event.StoreInfo{StoreID: rec.StoreID, Incarnation: rec.Incarnation, Address: rec.Address})
-	return nil
+	s.registration, err = startStoreRegistration(ctx, s.cli, rec, s.cfg.Ingest.LeaseTTL, s.events, s.logger)
+	return err
 }
 
 // startRoles creates the sequencer, ingest and reader roles and registers
@@ -325,7 +307,6 @@ func (s *Server) startRoles(ctx context.Context) error {
 		s.reader = reader.New(commits, reader.NewLedgerSource(s.cli, s.dialer))
 		reader.NewService(s.reader).Register(s.grpc)
 	}
-	s.startRereplication(ctx) // rereplication.go
 	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
 	return nil
 }
@@ -454,10 +435,8 @@ func (s *Server) Close() {
 		s.grpcDialer.Close()
 	}
 	if s.store != nil {
-		if s.storeLease != 0 { // no ensemble should choose a store that is gone
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_, _ = s.cli.Revoke(ctx, s.storeLease)
-			cancel()
+		if s.registration != nil { // no ensemble should choose a store that is gone
+			s.registration.close()
 		}
 		s.store.Close()
 	}
