@@ -307,6 +307,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 		s.reader = reader.New(commits, reader.NewLedgerSource(s.cli, s.dialer))
 		reader.NewService(s.reader).Register(s.grpc)
 	}
+	s.startRereplication(ctx) // rereplication.go
 	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
 	return nil
 }
