@@ -308,7 +308,6 @@ func (s *Server) startRoles(ctx context.Context) error {
 		reader.NewService(s.reader).Register(s.grpc)
 	}
 	s.startRereplication(ctx) // rereplication.go
-	s.startRereplication(ctx) // rereplication.go
 	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
 	return nil
 }
