@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"orderlog/ingest/ledger"
 	"orderlog/ingest/pipeline"
 	"orderlog/internal/event"
-	"orderlog/internal/keys"
 )
 
 // EnsembleChooser picks the W stores of a new ledger.
@@ -25,13 +23,16 @@ type EnsembleChooser func(ctx context.Context, w int) ([]ledger.Member, error)
 // machine asks for (etcd writes, ledger opens and closes, takeovers) run on
 // goroutines of their own that report back through do.
 type Node struct {
-	cfg         Config
-	etcd        *clientv3.Client
-	stores      ledger.Dialer
-	ensemble    EnsembleChooser
-	grants      GrantSession
-	incarnation string
-	lease       clientv3.LeaseID
+	cfg       Config
+	etcd      *clientv3.Client
+	stores    ledger.Dialer
+	ensemble  EnsembleChooser
+	newGrants GrantSessionFactory
+
+	// reg is the node's current incarnation. Only the loop goroutine
+	// writes it, under regMu; other goroutines read it through current.
+	regMu sync.Mutex
+	reg   registration
 
 	work chan func() // run on the loop goroutine (do)
 	stop chan struct{}
@@ -74,54 +75,28 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 	}
 	cfg.Events.EnsureDefaults()
 	n := &Node{
-		cfg: cfg, etcd: etcd, stores: stores, ensemble: ensemble,
-		incarnation: fmt.Sprintf("%s-%d", cfg.NodeName, time.Now().UnixNano()),
-		work:        make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
+		cfg: cfg, etcd: etcd, stores: stores, ensemble: ensemble, newGrants: grants,
+		work: make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
 		machine: machine, topicsSeen: make(map[string]bool), grantAsked: make(map[uint64]time.Time),
 		initWaiters: make(map[uint64]chan coordinator.InitDone), closeReasons: make(map[uint64]string),
 		logger: event.OrDiscard(cfg.Logger), events: cfg.Events, metrics: newNodeMetrics(),
 	}
-	if err := n.register(ctx); err != nil {
+	reg, err := n.register(ctx, newIncarnation(cfg.NodeName))
+	if err != nil {
 		return nil, err
 	}
-	n.grants = grants(n.incarnation, int64(n.lease), n.CloseLedgerRequested)
+	n.setRegistration(reg)
 	go n.loop()
 	return n, nil
 }
 
-// Incarnation names this run of the node.
-func (n *Node) Incarnation() string { return n.incarnation }
+// Incarnation names the node's current run: a new one after every lost
+// lease.
+func (n *Node) Incarnation() string { return n.current().incarnation }
 
-// register creates the liveness key keys.Ingest(incarnation) bound to a
-// lease kept alive for as long as the node runs. Ledgers can be created only
-// while it exists.
-func (n *Node) register(ctx context.Context) error {
-	lease, err := n.etcd.Grant(ctx, int64(n.cfg.LeaseTTL/time.Second))
-	if err != nil {
-		return fmt.Errorf("ingest lease: %w", err)
-	}
-	if _, err := n.etcd.Put(ctx, keys.Ingest(n.incarnation), fmt.Sprintf("%d", lease.ID), clientv3.WithLease(lease.ID)); err != nil {
-		return fmt.Errorf("ingest liveness key: %w", err)
-	}
-	keepAlive, err := n.etcd.KeepAlive(context.Background(), lease.ID)
-	if err != nil {
-		return fmt.Errorf("ingest lease keepalive: %w", err)
-	}
-	go func() {
-		for range keepAlive {
-		}
-		select {
-		case <-n.stop:
-		default: // etcd let the lease expire or revoked it: the node can create no ledger
-			n.events.LeaseLost(event.LeaseInfo{Holder: "ingest " + n.incarnation, LeaseID: int64(lease.ID)})
-		}
-	}()
-	n.lease = lease.ID
-	return nil
-}
-
-// LeaseID is the etcd lease the node's liveness key is bound to.
-func (n *Node) LeaseID() int64 { return int64(n.lease) }
+// LeaseID is the etcd lease the node's liveness key is bound to (0 while
+// it registers again).
+func (n *Node) LeaseID() int64 { return int64(n.current().lease) }
 
 // do runs fn on the loop goroutine; false if the node stopped.
 func (n *Node) do(fn func()) bool {
@@ -153,17 +128,20 @@ func (n *Node) Close() {
 	close(n.stop)
 	<-n.done
 	n.wg.Wait()
+	reg := n.reg // the loop has stopped: nothing writes it any more
 	if n.writer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if _, err := n.writer.Close(ctx); err == nil {
-			n.grants.LedgerClosed(n.writer.ID())
+			reg.grants.LedgerClosed(n.writer.ID())
 		}
 		cancel()
 	}
-	n.grants.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_, _ = n.etcd.Revoke(ctx, n.lease)
-	cancel()
+	reg.grants.Close()
+	if reg.lease != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, _ = n.etcd.Revoke(ctx, reg.lease)
+		cancel()
+	}
 }
 
 func (n *Node) loop() {
@@ -174,7 +152,7 @@ func (n *Node) loop() {
 		select {
 		case fn := <-n.work:
 			fn()
-		case reply := <-n.grants.Replies():
+		case reply := <-n.reg.grants.Replies():
 			n.onGrantReply(reply)
 		case <-health.C:
 			n.checkWriter()
@@ -200,17 +178,17 @@ func (n *Node) drive() {
 func (n *Node) act(ready *coordinator.Ready) {
 	for _, g := range ready.GrantRequests {
 		n.grantAsked[g.BatchID] = time.Now()
-		n.grants.Grant(g.BatchID, g.Ledger, g.Count)
+		n.reg.grants.Grant(g.BatchID, g.Ledger, g.Count)
 	}
 	n.appendEntries(ready.Appends)
 	for _, id := range ready.LedgersClosed {
-		n.grants.LedgerClosed(id)
+		n.reg.grants.LedgerClosed(id)
 	}
 	for _, w := range ready.Written {
-		n.grants.Written(w.Ledger, w.Entry, w.Span)
+		n.reg.grants.Written(w.Ledger, w.Entry, w.Span)
 	}
 	for _, u := range ready.Unused {
-		n.grants.Unused(u.Ledger, u.Span)
+		n.reg.grants.Unused(u.Ledger, u.Span)
 	}
 	for _, b := range ready.Logged {
 		n.observeLogged(b)
@@ -225,14 +203,15 @@ func (n *Node) act(ready *coordinator.Ready) {
 		n.openLedger(ready.OpenLedger)
 	}
 	n.closeLedgers(ready.CloseLedgers)
+	incarnation := n.reg.incarnation
 	for _, t := range ready.Takeovers {
-		n.async(func() { n.takeover(t) })
+		n.async(func() { n.takeover(t, incarnation) })
 	}
 	for _, r := range ready.RecordStates {
-		n.async(func() { n.recordState(r) })
+		n.async(func() { n.recordState(r, incarnation) })
 	}
 	for _, index := range ready.RegisterBuckets {
-		n.async(func() { n.registerBucket(index) })
+		n.async(func() { n.registerBucket(index, incarnation) })
 	}
 	for _, done := range ready.InitsDone {
 		n.answerInit(done)

@@ -22,21 +22,38 @@ const retryPause = coordinator.RetryPause
 // background, after the pause the machine asks for, and writes the
 // producer-table snapshot as its entry 0 before any batch (DESIGN.md §6).
 func (n *Node) openLedger(open *coordinator.OpenLedger) {
-	epoch := n.grants.Epoch()
+	epoch, incarnation := n.reg.grants.Epoch(), n.reg.incarnation
 	n.async(func() {
 		if !n.sleep(open.Pause) {
 			return
 		}
-		w, err := n.createLedger(epoch, open.Snapshot)
+		w, err := n.createLedger(epoch, incarnation, open.Snapshot)
 		if err != nil {
 			n.metrics.ledgerErrors.Inc()
 			n.ledgerErrors.report(n.logger, err)
 			if n.sleep(retryPause) {
-				n.do(n.machine.LedgerOpenFailed)
+				n.doFor(incarnation, n.machine.LedgerOpenFailed)
 			}
 			return
 		}
-		if !n.do(func() { n.ledgerOpened(w, open.Reason) }) {
+		installed := make(chan bool, 1)
+		n.do(func() {
+			current := n.reg.incarnation == incarnation
+			if current {
+				n.ledgerOpened(w, open.Reason)
+			}
+			installed <- current
+		})
+		var opened bool
+		select {
+		case opened = <-installed:
+		case <-n.done: // the loop stopped; it may have taken the ledger just before
+			select {
+			case opened = <-installed:
+			default:
+			}
+		}
+		if !opened { // the node stopped, or lost its lease meanwhile
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_, _ = w.Close(ctx)
 			cancel()
@@ -60,7 +77,7 @@ func (n *Node) sleep(d time.Duration) bool {
 func (n *Node) ledgerOpened(w *ledger.Writer, reason string) {
 	n.writer = w
 	n.metrics.ledgersOpened.Inc()
-	n.events.LedgerOpened(event.LedgerInfo{Ledger: w.ID(), Epoch: uint64(w.Metadata().Epoch), Writer: n.incarnation, Last: -1, Reason: reason})
+	n.events.LedgerOpened(event.LedgerInfo{Ledger: w.ID(), Epoch: uint64(w.Metadata().Epoch), Writer: n.reg.incarnation, Last: -1, Reason: reason})
 	n.machine.LedgerOpened(w.ID(), w.LAC())
 }
 
@@ -84,7 +101,7 @@ func (r *repeatedError) report(logger *slog.Logger, err error) {
 	}
 }
 
-func (n *Node) createLedger(epoch int64, snapshot []producer.State) (*ledger.Writer, error) {
+func (n *Node) createLedger(epoch int64, incarnation string, snapshot []producer.State) (*ledger.Writer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	members, err := n.ensemble(ctx, n.cfg.W)
@@ -104,7 +121,7 @@ func (n *Node) createLedger(epoch int64, snapshot []producer.State) (*ledger.Wri
 		}
 	}
 	w, err := ledger.Create(ctx, n.etcd, ledger.CreateOptions{
-		Epoch: epoch, WriterIncarnation: n.incarnation, Ensemble: members,
+		Epoch: epoch, WriterIncarnation: incarnation, Ensemble: members,
 		AckQuorum: n.cfg.A, Tolerate: n.cfg.Tolerate, Stores: n.stores, Writer: opts,
 	})
 	if err != nil {
@@ -212,14 +229,15 @@ func (n *Node) closeWriter() {
 	id := w.ID()
 	reason := n.closeReasons[id]
 	delete(n.closeReasons, id)
+	incarnation := n.reg.incarnation
 	n.async(func() {
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			meta, err := w.Close(ctx)
 			cancel()
 			if err == nil {
-				n.events.LedgerClosed(event.LedgerInfo{Ledger: id, Epoch: uint64(meta.Epoch), Writer: n.incarnation, Last: meta.LastEntry, Reason: reason})
-				n.do(func() { n.machine.LedgerClosed(id, meta.LastEntry) })
+				n.events.LedgerClosed(event.LedgerInfo{Ledger: id, Epoch: uint64(meta.Epoch), Writer: incarnation, Last: meta.LastEntry, Reason: reason})
+				n.doFor(incarnation, func() { n.machine.LedgerClosed(id, meta.LastEntry) })
 				return
 			}
 			if !n.sleep(retryPause) {

@@ -105,14 +105,22 @@ func (n *Node) InitProducer(ctx context.Context, name string) (*orderlogpb.InitP
 		return nil, err
 	}
 	start := time.Now()
-	rec, previous, err := registerProducer(ctx, n.etcd, name, n.incarnation)
+	incarnation := n.current().incarnation
+	rec, previous, err := registerProducer(ctx, n.etcd, name, incarnation)
 	if err != nil {
 		return nil, apierr.New(apierr.Unavailable, "register producer: %v", err)
 	}
-	n.ownerChanged(rec, previous.Owner, start)
+	if err := n.fenceOwner(ctx, previous.Owner, incarnation); err != nil {
+		return nil, err
+	}
+	n.ownerChanged(rec, previous.Owner, incarnation, start)
 	answer := make(chan coordinator.InitDone, 1)
 	var token uint64
 	if !n.do(func() {
+		if n.reg.incarnation != incarnation { // the lease was lost meanwhile
+			answer <- coordinator.InitDone{Err: apierr.New(apierr.Unavailable, "ingest node lost its etcd lease: retry")}
+			return
+		}
 		n.nextInit++
 		token = n.nextInit
 		n.initWaiters[token] = answer

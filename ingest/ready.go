@@ -12,10 +12,14 @@ func (n *Node) Ready() error {
 		return errors.New("ingest: node stopped")
 	default:
 	}
-	if s, ok := n.grants.(*SequencerSession); ok && !s.connected() {
+	reg := n.current()
+	if reg.lease == 0 {
+		return errors.New("ingest: registering in etcd (after a lost lease)")
+	}
+	if s, ok := reg.grants.(*SequencerSession); ok && !s.connected() {
 		return errors.New("ingest: no grant stream to a sequencer leader yet")
 	}
-	if n.grants.Epoch() == 0 {
+	if reg.grants.Epoch() == 0 {
 		return errors.New("ingest: no sequencer epoch known yet")
 	}
 	return nil

@@ -96,6 +96,7 @@ func createProducer(ctx context.Context, cli *clientv3.Client, name, owner strin
 	txn, err := cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(keys.ProducerIDCounter), "=", counterRevision),
 		clientv3.Compare(clientv3.CreateRevision(keys.ProducerName(name)), "=", 0),
+		ownerLive(owner),
 	).Then(
 		clientv3.OpPut(keys.ProducerIDCounter, strconv.FormatUint(rec.ID, 10)),
 		clientv3.OpPut(keys.ProducerName(name), strconv.FormatUint(rec.ID, 10)),
@@ -105,7 +106,7 @@ func createProducer(ctx context.Context, cli *clientv3.Client, name, owner strin
 		return producerRecord{}, fmt.Errorf("create producer: %w", err)
 	}
 	if !txn.Succeeded {
-		return producerRecord{}, errConflict
+		return producerRecord{}, conflictOrNotLive(ctx, cli, owner)
 	}
 	return rec, nil
 }
@@ -132,14 +133,36 @@ func casProducer(ctx context.Context, cli *clientv3.Client, rec producerRecord, 
 	}
 	txn, err := cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(keys.Producer(rec.ID)), "=", modRevision),
+		ownerLive(rec.Owner),
 	).Then(clientv3.OpPut(keys.Producer(rec.ID), string(value))).Commit()
 	if err != nil {
 		return fmt.Errorf("update producer %d: %w", rec.ID, err)
 	}
 	if !txn.Succeeded {
-		return errConflict
+		return conflictOrNotLive(ctx, cli, rec.Owner)
 	}
 	return nil
+}
+
+// ownerLive compares that an owner incarnation's liveness key exists: a
+// producer record can name only a live owner. An incarnation whose lease
+// was revoked (another node took one of its producers over) may not have
+// noticed yet; it must not take or keep producers meanwhile, or it would
+// serve them from sessions the new owner has moved past.
+func ownerLive(owner string) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(keys.Ingest(owner)), ">", 0)
+}
+
+// conflictOrNotLive tells a failed compare-and-swap's two causes apart.
+func conflictOrNotLive(ctx context.Context, cli *clientv3.Client, owner string) error {
+	resp, err := cli.Get(ctx, keys.Ingest(owner), clientv3.WithKeysOnly())
+	switch {
+	case err != nil:
+		return fmt.Errorf("check the liveness of %s: %w", owner, err)
+	case len(resp.Kvs) == 0:
+		return fmt.Errorf("%s: %w", owner, errNotLive)
+	}
+	return errConflict
 }
 
 // takeOwnership makes owner the owner of producer id (gen+1, same epoch) if
@@ -191,6 +214,10 @@ func recordStateLedger(ctx context.Context, cli *clientv3.Client, id uint64, own
 	}
 	return fmt.Errorf("producer %d state ledger: %w", id, errConflict)
 }
+
+// errNotLive: the incarnation's liveness key is gone (its lease expired or
+// was revoked); it can own no producer.
+var errNotLive = errors.New("ingest: incarnation's etcd lease is gone")
 
 // errNotOwner: this node no longer owns the producer.
 var errNotOwner = errors.New("ingest: producer owned elsewhere")

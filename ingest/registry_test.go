@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -10,14 +11,56 @@ import (
 
 	"orderlog/internal/apierr"
 	"orderlog/internal/etcdtest"
+	"orderlog/internal/keys"
 )
 
 func startEtcd(t *testing.T) *clientv3.Client { return etcdtest.Client(t) }
+
+// live registers the liveness keys of owner incarnations: a producer record
+// can only name a live owner.
+func live(t *testing.T, cli *clientv3.Client, owners ...string) {
+	t.Helper()
+	for _, owner := range owners {
+		if _, err := cli.Put(context.Background(), keys.Ingest(owner), "0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A node whose lease is gone cannot take a producer, create one or record a
+// state ledger: it may not have noticed, and would serve the producer from
+// a session another node has moved past.
+func TestAnOwnerWithoutLivenessKeyTakesNothing(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	live(t, cli, "node-a")
+	if _, _, err := registerProducer(ctx, cli, "new", "node-gone"); !errors.Is(err, errNotLive) {
+		t.Fatalf("a producer created for a gone owner: %v", err)
+	}
+	rec, _, err := registerProducer(ctx, cli, "orders-app", "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := registerProducer(ctx, cli, "orders-app", "node-gone"); !errors.Is(err, errNotLive) {
+		t.Fatalf("registered to a gone owner: %v", err)
+	}
+	if _, _, err := takeOwnership(ctx, cli, rec.ID, rec.Epoch, "node-gone"); !errors.Is(err, errNotLive) {
+		t.Fatalf("taken over by a gone owner: %v", err)
+	}
+	if _, err := cli.Delete(ctx, keys.Ingest("node-a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := recordStateLedger(ctx, cli, rec.ID, "node-a", 7); !errors.Is(err, errNotLive) {
+		t.Fatalf("a state ledger recorded by an owner whose lease is gone: %v", err)
+	}
+}
 
 func TestRegisterProducerCreatesThenBumpsEpochAndOwner(t *testing.T) {
 	cli := startEtcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	live(t, cli, "node-a", "node-b")
 	first, previous, err := registerProducer(ctx, cli, "orders-app", "node-a")
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +86,7 @@ func TestConcurrentRegistrationsGiveDistinctEpochs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const n = 8
+	live(t, cli, "node")
 	epochs := make(chan uint64, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -104,6 +148,7 @@ func TestStateLedgerFollowsTheOwnerEvenToALowerLedgerID(t *testing.T) {
 	cli := startEtcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	live(t, cli, "node-a", "node-b")
 	rec, _, err := registerProducer(ctx, cli, "orders-app", "node-a")
 	if err != nil {
 		t.Fatal(err)

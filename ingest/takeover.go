@@ -10,18 +10,33 @@ import (
 	"orderlog/internal/event"
 )
 
-// takeover makes this node the producer's owner if the epoch asked is
-// current, and rebuilds its state from the ledgers (DESIGN.md §6); the
-// machine decides what the outcome means.
-func (n *Node) takeover(t coordinator.Takeover) {
+// doFor runs fn on the loop goroutine if incarnation is still the node's:
+// the outcome of an operation an older incarnation started means nothing
+// to the machine any more (it gave all that up when the lease was lost).
+func (n *Node) doFor(incarnation string, fn func()) {
+	n.do(func() {
+		if n.reg.incarnation == incarnation {
+			fn()
+		}
+	})
+}
+
+// takeover makes incarnation the producer's owner if the epoch asked is
+// current, fences the previous owner, and rebuilds the producer's state
+// from the ledgers (DESIGN.md §6); the machine decides what the outcome
+// means.
+func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	result := coordinator.TakeoverResult{Producer: t.Producer, Epoch: t.Epoch}
-	rec, previousOwner, err := takeOwnership(ctx, n.etcd, t.Producer, t.Epoch, n.incarnation)
+	rec, previousOwner, err := takeOwnership(ctx, n.etcd, t.Producer, t.Epoch, incarnation)
 	result.Current = rec.Epoch
 	if err == nil && rec.Epoch != t.Epoch {
 		err = coordinator.StaleEpochError(t.Producer, t.Epoch, rec.Epoch)
+	}
+	if err == nil {
+		err = n.fenceOwner(ctx, previousOwner, incarnation)
 	}
 	if err == nil {
 		result.State, err = rebuildProducer(ctx, n.etcd, n.stores, t.Producer, rec.StateLedger, n.cfg.DedupWindow)
@@ -34,46 +49,49 @@ func (n *Node) takeover(t coordinator.Takeover) {
 	}
 	result.Err = err
 	if err == nil {
-		n.ownerChanged(rec, previousOwner, start)
+		n.ownerChanged(rec, previousOwner, incarnation, start)
 	}
-	n.do(func() { n.machine.TakeoverDone(result) })
+	n.doFor(incarnation, func() { n.machine.TakeoverDone(result) })
 }
 
 // ownerChanged fires ProducerTakeover when etcd's owner record moved to
 // this node (an InitProducer or a takeover by frame), not when it already
 // named it.
-func (n *Node) ownerChanged(rec producerRecord, previousOwner string, start time.Time) {
-	if previousOwner != n.incarnation {
+func (n *Node) ownerChanged(rec producerRecord, previousOwner, incarnation string, start time.Time) {
+	if previousOwner != incarnation {
 		n.events.ProducerTakeover(event.TakeoverInfo{Producer: rec.ID, Name: rec.Name, FromOwner: previousOwner,
-			ToOwner: n.incarnation, Duration: time.Since(start)})
+			ToOwner: incarnation, Duration: time.Since(start)})
 	}
 }
 
 // recordState records a ledger holding a confirmed snapshot of the
-// producer's state in its etcd record, if this node still owns it.
-func (n *Node) recordState(r coordinator.StateRecord) {
+// producer's state in its etcd record, if incarnation still owns it.
+func (n *Node) recordState(r coordinator.StateRecord, incarnation string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := recordStateLedger(ctx, n.etcd, r.Producer, n.incarnation, r.Ledger)
+	err := recordStateLedger(ctx, n.etcd, r.Producer, incarnation, r.Ledger)
 	if errors.Is(err, errNotOwner) {
 		err = apierr.New(apierr.ProducerFenced, "producer %d moved to another node", r.Producer)
 	} else if err != nil {
 		err = apierr.New(apierr.Unavailable, "record producer %d state: %v", r.Producer, err)
 	}
-	n.do(func() { n.machine.StateRecorded(r.Producer, err) })
+	n.doFor(incarnation, func() { n.machine.StateRecorded(r.Producer, err) })
 }
 
-// registerBucket registers an idempotency bucket's producer with this node
-// as its owner.
-func (n *Node) registerBucket(index int) {
+// registerBucket registers an idempotency bucket's producer with
+// incarnation as its owner, fencing the previous owner.
+func (n *Node) registerBucket(index int, incarnation string) {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	start := time.Now()
-	rec, previous, err := registerProducer(ctx, n.etcd, coordinator.BucketName(index), n.incarnation)
+	rec, previous, err := registerProducer(ctx, n.etcd, coordinator.BucketName(index), incarnation)
 	if err == nil {
-		n.ownerChanged(rec, previous.Owner, start)
+		err = n.fenceOwner(ctx, previous.Owner, incarnation)
 	}
-	n.do(func() {
+	if err == nil {
+		n.ownerChanged(rec, previous.Owner, incarnation, start)
+	}
+	n.doFor(incarnation, func() {
 		if err != nil {
 			n.machine.BucketRegistrationFailed(index, apierr.New(apierr.Unavailable, "register producer: %v", err))
 			return

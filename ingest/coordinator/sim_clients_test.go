@@ -41,6 +41,14 @@ func (c *simClient) act(w *simWorld) bool {
 	if !n.alive {
 		return false
 	}
+	if other := w.nodes[1-c.node]; other.alive && w.rng.IntN(40) == 0 {
+		// Cut off from its node, which lives on: the client goes to the
+		// other node, which takes the producer over from a live owner.
+		w.stats.moves++
+		w.logf("%s moves to %s while %s lives", c.name, other.incarnation, n.incarnation)
+		c.lost(w)
+		return true
+	}
 	if c.ready && w.rng.IntN(30) == 0 {
 		// The client restarts: a new instance registers again, fencing
 		// the frames of the old one that are not accepted yet.
@@ -51,7 +59,10 @@ func (c *simClient) act(w *simWorld) bool {
 		if c.initPending {
 			return false
 		}
-		rec := w.register(c.name, n)
+		rec, err := w.register(c.name, n.incarnation)
+		if err != nil {
+			return true // InitProducer failed: the client tries again later
+		}
 		w.tokens++
 		c.id, c.epoch, c.initToken, c.initPending = rec.id, rec.epoch, w.tokens, true
 		c.session++
@@ -155,6 +166,12 @@ func (c *simKeyedClient) act(w *simWorld) bool {
 	n := w.nodes[c.node]
 	if !n.alive {
 		return false
+	}
+	if other := w.nodes[1-c.node]; other.alive && w.rng.IntN(40) == 0 {
+		w.stats.moves++
+		w.logf("keyed client moves to %s while %s lives", other.incarnation, n.incarnation)
+		c.lost()
+		return true
 	}
 	c.inFlight++
 	if w.rng.IntN(4) == 0 { // at least once: no producer, no key

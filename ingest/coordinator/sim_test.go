@@ -66,8 +66,8 @@ func (w *simWorld) deliver(n *simNode) bool {
 	i := w.rng.IntN(len(n.pending))
 	e := n.pending[i]
 	n.pending = slices.Delete(n.pending, i, i+1)
-	w.logf("%s: %s", n.incarnation, e.name)
-	e.fn()
+	w.logf("%s: %s", e.incarnation, e.name)
+	e.fn(e.incarnation == n.incarnation)
 	return true
 }
 
@@ -159,12 +159,15 @@ func TestSimulation(t *testing.T) {
 		total.takeovers += w.stats.takeovers
 		total.closes += w.stats.closes
 		total.appendFailures += w.stats.appendFailures
+		total.leaseLosses += w.stats.leaseLosses
+		total.moves += w.stats.moves
 	}
 	t.Logf("%d seeds: %+v", seeds, total)
 	// A schedule that never crashes or closes tests little: make sure the
 	// weights still produce every kind of trouble.
 	if total.acked < uint64(seeds)*20 || total.crashes < uint64(seeds) || total.takeovers < uint64(seeds)*5 ||
-		total.closes < uint64(seeds)*2 || total.appendFailures < uint64(seeds)/10 || total.refusals < uint64(seeds) {
+		total.closes < uint64(seeds)*2 || total.appendFailures < uint64(seeds)/10 || total.refusals < uint64(seeds) ||
+		total.leaseLosses < uint64(seeds)/2 || total.moves < uint64(seeds) {
 		t.Fatalf("weak schedules: %+v", total)
 	}
 }

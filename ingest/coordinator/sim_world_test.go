@@ -50,17 +50,20 @@ type simWorld struct {
 	}
 	nextOffset uint64
 	tokens     uint64 // InitProducer tokens handed out
-	clients    []*simClient
-	keyed      *simKeyedClient
-	check      simChecker
-	stats      simStats
+	// revoked are the incarnations whose etcd lease is gone: they can
+	// create no ledger and their grant sessions are dead.
+	revoked map[string]bool
+	clients []*simClient
+	keyed   *simKeyedClient
+	check   simChecker
+	stats   simStats
 	// brokenRecovery makes recoveries lose the last confirmed entry: a
 	// storage bug the checker must catch, for the replay test.
 	brokenRecovery bool
 }
 
 type simStats struct {
-	acked, refusals, crashes, takeovers, closes, appendFailures uint64
+	acked, refusals, crashes, takeovers, closes, appendFailures, leaseLosses, moves uint64
 }
 
 // simLedger is a ledger in miniature (DESIGN.md §4): its writer appends
@@ -125,13 +128,15 @@ type simNode struct {
 
 // simEvent is a slow operation's answer waiting to be delivered.
 type simEvent struct {
-	name string
-	fn   func()
+	name        string
+	incarnation string
+	fn          func(current bool)
 }
 
 func newSimWorld(t testing.TB, seed uint64) *simWorld {
 	w := &simWorld{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	w.ledger.all = make(map[uint64]*simLedger)
+	w.revoked = make(map[string]bool)
 	w.etcd.producers = make(map[uint64]*simProducerRecord)
 	w.etcd.byName = make(map[string]uint64)
 	w.check = newSimChecker(w)
@@ -166,6 +171,7 @@ func (w *simWorld) startNode(n *simNode) {
 		w.t.Fatal(err)
 	}
 	n.m, n.alive, n.writer, n.opening = m, true, 0, false
+	w.revoked[n.incarnation] = false
 	n.inbox, n.grants, n.pending = nil, nil, nil
 	n.released = make(map[*Frame]bool)
 	w.logf("%s starts", n.incarnation)
@@ -175,6 +181,7 @@ func (w *simWorld) startNode(n *simNode) {
 // its ledgers stay as they are until someone recovers them.
 func (w *simWorld) crash(n *simNode) {
 	w.logf("%s crashes", n.incarnation)
+	w.revoked[n.incarnation] = true // its lease expires
 	w.stats.crashes++
 	n.alive = false
 	for _, c := range w.clients {
@@ -187,9 +194,12 @@ func (w *simWorld) crash(n *simNode) {
 	}
 }
 
-// later queues a slow operation's answer on node n.
-func (w *simWorld) later(n *simNode, name string, fn func()) {
-	n.pending = append(n.pending, simEvent{name: name, fn: fn})
+// later queues a slow operation of node n's current incarnation. When it
+// runs, current says whether that incarnation is still the node's: the
+// driver hands the machine only the outcomes of its current incarnation's
+// operations (a lost lease gave up everything the older one started).
+func (w *simWorld) later(n *simNode, name string, fn func(current bool)) {
+	n.pending = append(n.pending, simEvent{name: name, incarnation: n.incarnation, fn: fn})
 }
 
 // drive acts on every live node's Ready until all are quiet.
@@ -236,19 +246,38 @@ func (w *simWorld) act(n *simNode, rd *Ready) {
 		w.closeLedger(n, id)
 	}
 	for _, t := range rd.Takeovers {
-		w.later(n, fmt.Sprintf("takeover p%d@%d", t.Producer, t.Epoch), func() { n.m.TakeoverDone(w.takeover(n, t)) })
+		inc := n.incarnation
+		w.later(n, fmt.Sprintf("takeover p%d@%d", t.Producer, t.Epoch), func(current bool) {
+			if r := w.takeover(inc, t); current {
+				n.m.TakeoverDone(r)
+			}
+		})
 	}
 	for _, r := range rd.RecordStates {
-		w.later(n, fmt.Sprintf("record p%d in L%d", r.Producer, r.Ledger), func() { n.m.StateRecorded(r.Producer, w.recordState(n, r)) })
+		inc := n.incarnation
+		w.later(n, fmt.Sprintf("record p%d in L%d", r.Producer, r.Ledger), func(current bool) {
+			if err := w.recordState(inc, r); current {
+				n.m.StateRecorded(r.Producer, err)
+			}
+		})
 	}
 	for _, index := range rd.RegisterBuckets {
-		w.later(n, fmt.Sprintf("register bucket %d", index), func() {
+		inc := n.incarnation
+		w.later(n, fmt.Sprintf("register bucket %d", index), func(current bool) {
 			if w.rng.IntN(10) == 0 {
-				n.m.BucketRegistrationFailed(index, apierr.New(apierr.Unavailable, "etcd is unavailable"))
+				if current {
+					n.m.BucketRegistrationFailed(index, apierr.New(apierr.Unavailable, "etcd is unavailable"))
+				}
 				return
 			}
-			rec := w.register(BucketName(index), n)
-			n.m.BucketRegistered(index, rec.id, rec.epoch)
+			rec, err := w.register(BucketName(index), inc)
+			switch {
+			case !current:
+			case err != nil:
+				n.m.BucketRegistrationFailed(index, err)
+			default:
+				n.m.BucketRegistered(index, rec.id, rec.epoch)
+			}
 		})
 	}
 	for _, done := range rd.InitsDone {
@@ -304,10 +333,13 @@ func (w *simWorld) entryOf(n *simNode, a Append) simEntry {
 // openLedger creates the ledger later (or fails to), its entry 0 the
 // machine's snapshot.
 func (w *simWorld) openLedger(n *simNode, open *OpenLedger) {
-	w.later(n, "open ledger", func() {
-		if w.rng.IntN(10) == 0 {
-			w.logf("%s: ledger creation fails", n.incarnation)
-			n.m.LedgerOpenFailed()
+	inc := n.incarnation
+	w.later(n, "open ledger", func(current bool) {
+		if w.revoked[inc] || w.rng.IntN(10) == 0 { // no ledger without a live liveness key
+			w.logf("%s: ledger creation fails", inc)
+			if current {
+				n.m.LedgerOpenFailed()
+			}
 			return
 		}
 		payload, err := batch.EncodeSnapshot(nil, 0, open.Snapshot)
@@ -315,14 +347,18 @@ func (w *simWorld) openLedger(n *simNode, open *OpenLedger) {
 			w.fatalf("snapshot: %v", err)
 		}
 		w.ledger.next++
-		l := &simLedger{id: w.ledger.next, writer: n.incarnation, lac: -1, durable: -1,
+		l := &simLedger{id: w.ledger.next, writer: inc, lac: -1, durable: -1,
 			entries: []simEntry{{payload: payload, snapshotOf: stateIDs(open.Snapshot)}}}
 		if w.rng.IntN(2) == 0 {
 			l.lac = 0
 		}
 		w.ledger.all[l.id] = l
+		if !current { // the driver closes a ledger its old incarnation opened
+			w.seal(l, l.lac)
+			return
+		}
 		n.writer = l.id
-		w.logf("%s opens L%d (lac %d, snapshot of %d)", n.incarnation, l.id, l.lac, len(open.Snapshot))
+		w.logf("%s opens L%d (lac %d, snapshot of %d)", inc, l.id, l.lac, len(open.Snapshot))
 		n.m.LedgerOpened(l.id, l.lac)
 	})
 }
@@ -332,13 +368,15 @@ func (w *simWorld) closeLedger(n *simNode, id uint64) {
 	if n.writer == id {
 		n.writer = 0
 	}
-	w.later(n, fmt.Sprintf("close L%d", id), func() {
+	w.later(n, fmt.Sprintf("close L%d", id), func(current bool) {
 		l := w.ledger.all[id]
 		if !l.closed {
 			w.seal(l, l.lac)
 		}
 		w.stats.closes++
-		n.m.LedgerClosed(id, l.last)
+		if current {
+			n.m.LedgerClosed(id, l.last)
+		}
 	})
 }
 
@@ -394,7 +432,7 @@ func (w *simWorld) answerGrant(n *simNode) bool {
 	}
 	g := n.grants[0]
 	n.grants = n.grants[1:]
-	if l := w.ledger.all[g.Ledger]; l == nil || l.closed || w.rng.IntN(20) == 0 {
+	if l := w.ledger.all[g.Ledger]; l == nil || l.closed || w.revoked[n.incarnation] || w.rng.IntN(20) == 0 {
 		w.logf("%s: grant of batch %d on L%d refused", n.incarnation, g.BatchID, g.Ledger)
 		n.m.GrantRefused(g.BatchID, g.Ledger)
 		return true
@@ -408,7 +446,11 @@ func (w *simWorld) answerGrant(n *simNode) bool {
 
 // register is InitProducer's etcd part: the name's record gets a new
 // epoch and n as its owner.
-func (w *simWorld) register(name string, n *simNode) *simProducerRecord {
+func (w *simWorld) register(name string, incarnation string) (*simProducerRecord, error) {
+	if w.revoked[incarnation] { // the record may name only a live owner
+		w.logf("%s cannot register %s: its lease is gone", incarnation, name)
+		return nil, apierr.New(apierr.Unavailable, "lease gone")
+	}
 	id, ok := w.etcd.byName[name]
 	if !ok {
 		w.etcd.nextID++
@@ -418,15 +460,16 @@ func (w *simWorld) register(name string, n *simNode) *simProducerRecord {
 	}
 	rec := w.etcd.producers[id]
 	rec.epoch++
-	rec.owner = n.incarnation
-	w.logf("%s registers %s: producer %d epoch %d", n.incarnation, name, id, rec.epoch)
-	return rec
+	w.fenceOwner(rec.owner, incarnation)
+	rec.owner = incarnation
+	w.logf("%s registers %s: producer %d epoch %d", incarnation, name, id, rec.epoch)
+	return rec, nil
 }
 
 // takeover is the etcd and ledger part of a Takeover: ownership at the
 // asked epoch, then the state rebuilt from the ledgers (recovering the
 // old writer's unclosed ones).
-func (w *simWorld) takeover(n *simNode, t Takeover) TakeoverResult {
+func (w *simWorld) takeover(incarnation string, t Takeover) TakeoverResult {
 	w.stats.takeovers++
 	rec := w.etcd.producers[t.Producer]
 	result := TakeoverResult{Producer: t.Producer, Epoch: t.Epoch}
@@ -435,8 +478,8 @@ func (w *simWorld) takeover(n *simNode, t Takeover) TakeoverResult {
 		return result
 	}
 	result.Current = rec.epoch
-	if w.rng.IntN(30) == 0 {
-		w.logf("etcd fails %s's takeover of p%d", n.incarnation, t.Producer)
+	if w.revoked[incarnation] || w.rng.IntN(30) == 0 {
+		w.logf("etcd fails %s's takeover of p%d", incarnation, t.Producer)
 		result.Err = apierr.New(apierr.Unavailable, "etcd is unavailable")
 		return result
 	}
@@ -444,10 +487,11 @@ func (w *simWorld) takeover(n *simNode, t Takeover) TakeoverResult {
 		result.Err = StaleEpochError(t.Producer, t.Epoch, rec.epoch)
 		return result
 	}
-	rec.owner = n.incarnation
+	w.fenceOwner(rec.owner, incarnation)
+	rec.owner = incarnation
 	result.State = w.rebuild(t.Producer, rec.stateLedger)
 	result.State.Epoch = rec.epoch
-	w.logf("%s takes p%d over at epoch %d: next seq %d", n.incarnation, t.Producer, t.Epoch, result.State.DurableNext)
+	w.logf("%s takes p%d over at epoch %d: next seq %d", incarnation, t.Producer, t.Epoch, result.State.DurableNext)
 	return result
 }
 
@@ -488,6 +532,41 @@ func (w *simWorld) checkWriter(n *simNode) bool {
 	return false
 }
 
+// fenceOwner is the takeover's fence of a previous owner that is still
+// registered: its lease is revoked. The node notices later (its keepalive
+// ends): it gives up every producer and registers a new incarnation.
+func (w *simWorld) fenceOwner(previous, self string) {
+	if previous == "" || previous == self || w.revoked[previous] {
+		return
+	}
+	w.revoked[previous] = true
+	w.logf("%s revokes the lease of %s", self, previous)
+	for _, n := range w.nodes {
+		if n.alive && n.incarnation == previous {
+			w.later(n, "lease lost", func(current bool) {
+				if current {
+					w.leaseLost(n)
+				}
+			})
+		}
+	}
+}
+
+// leaseLost is the driver's answer to a lost lease: close the open ledger
+// as the old incarnation, give everything up, and register anew.
+func (w *simWorld) leaseLost(n *simNode) {
+	if n.writer != 0 {
+		w.closeLedger(n, n.writer)
+	}
+	n.m.OwnershipLost(apierr.New(apierr.Unavailable, "lease lost"))
+	n.generation++
+	n.incarnation = fmt.Sprintf("n%d.%d", n.slot, n.generation)
+	w.revoked[n.incarnation] = false
+	n.grants = nil // the old grant session's answers never come
+	w.stats.leaseLosses++
+	w.logf("%s registers after a lost lease", n.incarnation)
+}
+
 func stateIDs(states []producer.State) []uint64 {
 	ids := make([]uint64, len(states))
 	for i, s := range states {
@@ -515,14 +594,14 @@ func (w *simWorld) ledgerIDs() []uint64 {
 }
 
 // recordState is RecordStates's etcd part.
-func (w *simWorld) recordState(n *simNode, r StateRecord) error {
+func (w *simWorld) recordState(incarnation string, r StateRecord) error {
 	w.check.snapshotDurable(r)
-	if w.rng.IntN(20) == 0 {
+	if w.revoked[incarnation] || w.rng.IntN(20) == 0 {
 		w.logf("etcd fails to record p%d's state ledger", r.Producer)
 		return apierr.New(apierr.Unavailable, "etcd is unavailable")
 	}
 	rec := w.etcd.producers[r.Producer]
-	if rec.owner != n.incarnation {
+	if rec.owner != incarnation {
 		return apierr.New(apierr.ProducerFenced, "producer %d moved to another node", r.Producer)
 	}
 	rec.stateLedger = r.Ledger

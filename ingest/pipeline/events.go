@@ -166,3 +166,28 @@ func (p *Pipeline) find(batchID uint64) *Batch {
 	}
 	return nil
 }
+
+// Abandon: the owner lost the right to log for its producers (its etcd
+// lease is gone: others take them over and fence its ledgers). Nothing
+// waiting or in flight may be logged by it any more, nor granted again:
+// every message is handed back, in order, for its frame to be refused.
+// A grant that comes later for a batch never appended is reported Unused;
+// appended entries are left to whoever recovers the ledger. The pipeline
+// is left with no ledger and nothing to do.
+func (p *Pipeline) Abandon() []Message {
+	var back []Message
+	for _, b := range p.inFlight {
+		switch {
+		case b.granted && !b.appended:
+			p.ready.Unused = append(p.ready.Unused, UnusedReport{Ledger: b.Ledger, Span: b.Span()})
+		case !b.granted && !b.refused:
+			p.orphans[b.ID] = b
+		}
+		back = append(back, b.Messages...)
+	}
+	back = append(back, p.waiting...)
+	p.inFlight, p.waiting = nil, nil
+	p.ready.Appends = nil // not yet handed out: never sent
+	p.ledger, p.state, p.wantLedger = 0, noLedger, false
+	return back
+}

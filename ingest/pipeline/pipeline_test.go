@@ -381,3 +381,39 @@ func TestWantedLedgerIsAskedAgainAfterAFailedOpen(t *testing.T) {
 		t.Fatalf("asked again after one opened and nothing waits: %+v", r)
 	}
 }
+
+// TestAbandonHandsEverythingBackAndLogsNothing: after Abandon nothing of
+// what waited or was in flight is granted, appended or logged; the grant of
+// a batch never appended is reported Unused when it comes, and no ledger is
+// asked for.
+func TestAbandonHandsEverythingBackAndLogsNothing(t *testing.T) {
+	p := mustNew(t, Config{MaxBatchMessages: 2})
+	p.LedgerOpened(1)
+	p.Add(msgs(7, 0, 2)...) // batch 1: granted and appended
+	r := p.Ready()
+	if err := p.Granted(r.GrantRequests[0].BatchID, 100); err != nil {
+		t.Fatal(err)
+	}
+	r = p.Ready()
+	if err := p.Appended(r.Appends[0].ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	p.Add(msgs(7, 2, 2)...) // batch 2: asked for, not granted yet
+	second := p.Ready().GrantRequests[0].BatchID
+	p.Add(msgs(7, 4, 1)...) // waiting
+	back := p.Abandon()
+	if len(back) != 5 || back[0].Seq != 0 || back[4].Seq != 4 {
+		t.Fatalf("handed back %+v, want seqs 0..4 in order", back)
+	}
+	if err := p.Granted(second, 102); err != nil {
+		t.Fatal(err)
+	}
+	p.Confirmed(1, 1)
+	r = p.Ready()
+	if len(r.Logged) != 0 || len(r.Appends) != 0 || len(r.GrantRequests) != 0 || r.NeedLedger {
+		t.Fatalf("after Abandon: %+v", r)
+	}
+	if len(r.Unused) != 1 || r.Unused[0].Span != (Span{102, 104}) {
+		t.Fatalf("unused %+v, want [102,104)", r.Unused)
+	}
+}

@@ -68,15 +68,32 @@ func TestIngestEventsNameLedgersTakeoversAndLeaseLoss(t *testing.T) {
 	}
 	second.mu.Unlock()
 
-	if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(s.ingest.LeaseID())); err != nil {
+	lease, incarnation := s.ingest.LeaseID(), s.ingest.Incarnation()
+	if _, err := s.cli.Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case lost := <-second.leaseLost:
-		if lost.LeaseID != s.ingest.LeaseID() || lost.Holder != "ingest "+s.ingest.Incarnation() {
-			t.Fatalf("lease lost: %+v", lost)
+		if lost.LeaseID != lease || lost.Holder != "ingest "+incarnation {
+			t.Fatalf("lease lost: %+v, want lease %d of %s", lost, lease, incarnation)
 		}
 	case <-ctx.Done():
 		t.Fatal("no LeaseLost event after the ingest lease was revoked")
+	}
+	// The node registers again under a new incarnation and takes the
+	// producer back when asked: writes go on without a restart.
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.ingest.Incarnation() == incarnation || s.ingest.LeaseID() == 0 {
+		t.Fatalf("still incarnation %s, lease %d", s.ingest.Incarnation(), s.ingest.LeaseID())
+	}
+	p, err = dial(t, s).NewProducer(ctx, "events", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Produce(ctx, msg("t", "", "after the lease")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,130 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"orderlog/client"
+	"orderlog/ingest"
+	"orderlog/internal/etcdserver"
+)
+
+// producedAck is one acknowledged message of a producer instance.
+type producedAck struct {
+	seq    int
+	offset uint64
+	value  string
+}
+
+// TestInitProducerOnAnotherNodeFencesTheLiveOwner: a producer registers
+// again on a second ingest node while its first owner is alive and its old
+// instance keeps producing there (DESIGN.md §6). The new owner revokes the
+// old owner's lease before it takes the producer over, so the old owner can
+// log nothing more for it: no (producer, seq) is logged twice, the old
+// instance has no acknowledged offset above the new instance's first, and
+// every acknowledged message is read back at its offset.
+func TestInitProducerOnAnotherNodeFencesTheLiveOwner(t *testing.T) {
+	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	start := func(roles Roles) *Server { return startNodeOn(t, etcd, roles, ingest.Config{}, Replication{}) }
+	seq := start(Roles{Sequencer: true, Reader: true})
+	defer seq.Close()
+	a, b := start(Roles{Ingest: true}), start(Roles{Ingest: true})
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitAllReady(t, ctx, seq, a, b)
+
+	old, err := dial(t, a).NewProducer(ctx, "moving", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	var (
+		mu      sync.Mutex
+		oldAcks []producedAck
+		twenty  = make(chan struct{})
+		stopped = make(chan struct{})
+	)
+	go func() { // the old instance produces until it is refused
+		defer close(stopped)
+		for i := 0; ; i++ {
+			callCtx, callCancel := context.WithTimeout(ctx, 10*time.Second)
+			value := fmt.Sprintf("old-%d", i)
+			acks, err := old.Produce(callCtx, msg("t", "", value))
+			callCancel()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			oldAcks = append(oldAcks, producedAck{i, acks[0].Offset, value})
+			if len(oldAcks) == 20 {
+				close(twenty)
+			}
+			mu.Unlock()
+		}
+	}()
+	select {
+	case <-twenty:
+	case <-stopped:
+		t.Fatal("the old instance stopped before 20 acks")
+	}
+
+	renewed, err := dial(t, b).NewProducer(ctx, "moving", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer renewed.Close()
+	var newAcks []producedAck
+	for i := range 20 {
+		value := fmt.Sprintf("new-%d", i)
+		acks, err := renewed.Produce(ctx, msg("t", "", value))
+		if err != nil {
+			t.Fatal(err)
+		}
+		newAcks = append(newAcks, producedAck{i, acks[0].Offset, value})
+	}
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		t.Fatal("the old instance was never refused after the producer moved")
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, ack := range oldAcks {
+		if ack.offset > newAcks[0].offset {
+			t.Errorf("old instance's %s acknowledged at %d, above the new instance's first offset %d", ack.value, ack.offset, newAcks[0].offset)
+		}
+	}
+	last := newAcks[len(newAcks)-1].offset
+	reader := dial(t, seq)
+	waitCommitted(t, reader, last+1)
+	stored, _ := readAll(t, reader)
+	byOffset := make(map[uint64]string)
+	seqs := make(map[uint64]uint64) // producer seq → offset
+	id, _ := renewed.ID()
+	for _, m := range stored {
+		byOffset[m.Offset] = string(m.Message.Value)
+		if m.ProducerId != id {
+			continue
+		}
+		if other, ok := seqs[m.ProducerSeq]; ok {
+			t.Errorf("seq %d logged twice: offsets %d and %d", m.ProducerSeq, other, m.Offset)
+		}
+		seqs[m.ProducerSeq] = m.Offset
+	}
+	for _, ack := range append(oldAcks, newAcks...) {
+		if byOffset[ack.offset] != ack.value {
+			t.Errorf("%s acknowledged at %d, which holds %q", ack.value, ack.offset, byOffset[ack.offset])
+		}
+	}
+	t.Logf("old instance: %d acks; new instance from offset %d", len(oldAcks), newAcks[0].offset)
+}
