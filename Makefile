@@ -6,12 +6,19 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: run build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e \
+.PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e \
         proto proto-tools soak vet cross fmt clean
 
 ## run: build and start `orderlog dev` (everything in one process, data in ./data)
 run: build
 	$(BIN) dev --data $(DATA)
+
+## cluster: build and start a 3-node cluster on this machine (`orderlog cluster`,
+## every node with an embedded etcd member, data in ./data-cluster)
+CLUSTER_NODES ?= 3
+CLUSTER_DATA  ?= ./data-cluster
+cluster: build
+	$(BIN) cluster --nodes $(CLUSTER_NODES) --data $(CLUSTER_DATA)
 
 build:
 	$(GO) build -o $(BIN) ./cmd/orderlog

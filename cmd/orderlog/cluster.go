@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -147,12 +148,14 @@ func runCluster(args []string) error {
 		return err
 	}
 	printClusterTour(nodes)
+	var stopping atomic.Bool
 	for _, n := range nodes {
-		go n.reportExit()
+		go n.reportExit(&stopping)
 	}
 	<-signals.Done()
+	stopping.Store(true)
 	stopped()
-	fmt.Println("orderlog cluster: stopping the nodes")
+	fmt.Printf("orderlog cluster: stopping the nodes (SIGTERM; SIGKILL after %s)\n", cf.stopTimeout)
 	return nil
 }
 
@@ -233,17 +236,20 @@ func printClusterTour(nodes []*clusterNode) {
 		addrs[i] = n.grpcAddr
 	}
 	fmt.Println("\nTry, in another terminal:")
-	fmt.Printf("  seq 1 5 | ./bin/orderlog produce --addr %s --topic demo\n", nodes[0].grpcAddr)
-	fmt.Printf("  ./bin/orderlog read --addr %s --offset 0\n", nodes[len(nodes)-1].grpcAddr)
+	list := strings.Join(addrs, ",")
+	fmt.Printf("  seq 1 5 | ./bin/orderlog produce --addr %s --topic demo\n", list)
+	fmt.Printf("  ./bin/orderlog read --addr %s --offset 0\n", list)
 	fmt.Printf("  curl -s http://%s/v1/status\n", nodes[0].httpAddr)
 	fmt.Printf("  kill -9 $(cat %s)   # and start it again: sh %s\n", filepath.Join(nodes[0].dir, "pid"), filepath.Join(nodes[0].dir, "cmd"))
-	fmt.Printf("Nodes' gRPC addresses: %s\n", strings.Join(addrs, ","))
 	fmt.Println("Stop with Ctrl-C.")
 }
 
 // reportExit says when a node the launcher started exits by itself.
-func (n *clusterNode) reportExit() {
+func (n *clusterNode) reportExit(stopping *atomic.Bool) {
 	<-n.exited
+	if stopping.Load() {
+		return
+	}
 	fmt.Printf("orderlog cluster: %s (pid %d) exited: %v; start it again with: sh %s\n",
 		n.name, n.cmd.Process.Pid, n.cmd.ProcessState, filepath.Join(n.dir, "cmd"))
 }
@@ -284,6 +290,7 @@ func stopNodes(nodes []*clusterNode, timeout time.Duration) {
 			<-n.exited
 		}
 	}
+	fmt.Println("orderlog cluster: all nodes stopped")
 }
 
 // restartedNode is the process of n started again by hand, if its pid
