@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -71,7 +72,10 @@ func (c *Config) Validate() error {
 type Node struct {
 	cfg   Config
 	start time.Time // origin of the monotonic clock fed to machines
-	mu    struct {
+	// sessionLost is set when a term ended with its session lost, until
+	// the next session campaigns (logged at Info then).
+	sessionLost atomic.Bool
+	mu          struct {
 		sync.Mutex
 		leader *leader
 		nextID SessionID
@@ -118,7 +122,11 @@ func (n *Node) term(ctx context.Context) error {
 	n.setSession(sess)
 	defer n.setSession(nil)
 	defer n.noteSessionLost(ctx, sess)
-	n.cfg.Logger.Info("sequencer campaigning", "addr", n.cfg.Address, "lease", fmt.Sprintf("%x", int64(sess.Lease())))
+	level := slog.LevelDebug // a term that failed is logged by Run already
+	if n.sessionLost.Swap(false) {
+		level = slog.LevelInfo
+	}
+	n.cfg.Logger.Log(ctx, level, "sequencer campaigning", "addr", n.cfg.Address, "lease", fmt.Sprintf("%x", int64(sess.Lease())))
 	el := concurrency.NewElection(sess, keys.SeqElection)
 	if err := n.campaign(ctx, sess, el); err != nil {
 		return err
@@ -164,6 +172,7 @@ func (n *Node) noteSessionLost(ctx context.Context, sess *concurrency.Session) {
 	select {
 	case <-sess.Done():
 		if ctx.Err() == nil {
+			n.sessionLost.Store(true)
 			n.cfg.Events.LeaseLost(event.LeaseInfo{Holder: "sequencer " + n.cfg.Address, LeaseID: int64(sess.Lease())})
 		}
 	default:
