@@ -273,10 +273,10 @@ func (s *Server) openStore(ctx context.Context) error {
 	}
 	s.storeService = wal.NewService(s.store)
 	walpb.RegisterWALServer(s.grpc, s.storeService)
-	// The store's lease has the ingest node's TTL; registration.go keeps
-	// the registration through lease losses.
+	// The store's lease has StoreLeaseTTL (default: the ingest lease TTL);
+	// registration.go keeps the registration through lease losses.
 	rec := storeRecord{StoreID: s.store.StoreID(), Incarnation: s.store.Incarnation(), Address: s.grpcLis.Addr().String()}
-	s.registration, err = startStoreRegistration(ctx, s.cli, rec, s.cfg.Ingest.LeaseTTL, s.events, s.logger)
+	s.registration, err = startStoreRegistration(ctx, s.cli, rec, s.cfg.StoreLeaseTTL, s.events, s.logger)
 	return err
 }
 
