@@ -6,7 +6,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e \
+.PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster \
         proto proto-tools soak vet cross fmt clean
 
 ## run: build and start `orderlog dev` (everything in one process, data in ./data)
@@ -65,6 +65,11 @@ bench: bench-wal bench-ledger bench-sequencer bench-e2e
 
 bench-e2e: build
 	$(GO) run ./bench/e2e -orderlog $(BIN)
+
+## bench-cluster: 3 `orderlog node` processes (W=3 A=2) against `orderlog dev`, same run;
+## ends with cluster_msgs_per_s and cluster_vs_single_ratio
+bench-cluster: build
+	$(GO) run ./bench/cluster -orderlog $(BIN)
 
 bench-wal:
 	@if [ -d bench/wal ]; then $(GO) run ./bench/wal; else echo "bench-wal: not built yet"; fi
