@@ -121,7 +121,7 @@ func (n *Node) createLedger(epoch int64, incarnation string, snapshot []producer
 		}
 	}
 	w, err := ledger.Create(ctx, n.etcd, ledger.CreateOptions{
-		Epoch: epoch, WriterIncarnation: incarnation, Ensemble: members,
+		Epoch: epoch, WriterIncarnation: incarnation, Ensemble: members, W: n.cfg.W,
 		AckQuorum: n.cfg.A, Tolerate: n.cfg.Tolerate, Stores: n.stores, Writer: opts,
 	})
 	if err != nil {
