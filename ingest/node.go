@@ -236,5 +236,10 @@ func (n *Node) Producers() int {
 	if !n.do(func() { count <- n.machine.Producers() }) {
 		return 0
 	}
-	return <-count
+	select {
+	case c := <-count:
+		return c
+	case <-n.done: // stopped before it ran
+		return 0
+	}
 }

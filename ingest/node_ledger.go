@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -22,12 +23,16 @@ const retryPause = coordinator.RetryPause
 // background, after the pause the machine asks for, and writes the
 // producer-table snapshot as its entry 0 before any batch (DESIGN.md §6).
 func (n *Node) openLedger(open *coordinator.OpenLedger) {
-	epoch, incarnation := n.reg.grants.Epoch(), n.reg.incarnation
+	reg := n.reg
 	n.async(func() {
-		if !n.sleep(open.Pause) {
+		if !n.pauseUntilNewEpoch(open.Pause, reg.grants) {
 			return
 		}
-		w, err := n.createLedger(epoch, incarnation, open.Snapshot)
+		w, err := n.createLedger(reg.grants.Epoch(), reg.incarnation, open.Snapshot)
+		if errors.Is(err, ledger.ErrStaleEpoch) { // a new leader; the session may know its epoch by now
+			w, err = n.createLedger(reg.grants.Epoch(), reg.incarnation, open.Snapshot)
+		}
+		incarnation := reg.incarnation
 		if err != nil {
 			n.metrics.ledgerErrors.Inc()
 			n.ledgerErrors.report(n.logger, err)
@@ -59,6 +64,23 @@ func (n *Node) openLedger(open *coordinator.OpenLedger) {
 			cancel()
 		}
 	})
+}
+
+// pauseUntilNewEpoch waits the pause refused grants asked for, cut short
+// when the grant session learns of a new sequencer epoch: the refusals
+// came from a leader that is gone, and the new one grants at once. False
+// if the node stopped meanwhile.
+func (n *Node) pauseUntilNewEpoch(pause time.Duration, grants GrantSession) bool {
+	epoch, end := grants.Epoch(), time.Now().Add(pause)
+	for wait := time.Until(end); wait > 0; wait = time.Until(end) {
+		if !n.sleep(min(wait, 50*time.Millisecond)) {
+			return false
+		}
+		if grants.Epoch() != epoch {
+			return true
+		}
+	}
+	return true
 }
 
 // sleep waits d; false if the node stopped meanwhile.
