@@ -7,7 +7,7 @@ TEST_TIMEOUT ?= 15m
 export PATH := $(GOBIN):$(PATH)
 
 .PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster \
-        proto proto-tools soak vet cross fmt clean
+        proto proto-tools soak chaos vet cross fmt clean
 
 ## run: build and start `orderlog dev` (everything in one process, data in ./data)
 run: build
@@ -84,6 +84,15 @@ bench-sequencer:
 SOAK_CYCLES ?= 50
 soak:
 	ORDERLOG_SOAK=$(SOAK_CYCLES) $(GO) test -count=1 -timeout 60m -run 'Soak|Crash|Random|Simulation' -v ./...
+
+## chaos: a 3-node cluster of real `orderlog node` processes under gRPC and HTTP
+## producers and tailing readers, CHAOS_CYCLES faults (kill -9, SIGSTOP, partition,
+## wiped WAL, flipped WAL byte), then internal/history's checks and porcupine's
+## linearizability check; prints write unavailability per fault kind
+## (CHAOS_SEED replays a fault schedule, CHAOS_DIR keeps the node directories)
+CHAOS_CYCLES ?= 20
+chaos: build
+	CHAOS_CYCLES=$(CHAOS_CYCLES) ORDERLOG_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./internal/chaos
 
 ## proto: regenerate the committed gRPC/protobuf code
 proto: proto-tools

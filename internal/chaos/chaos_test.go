@@ -1,0 +1,336 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"orderlog/client"
+	"orderlog/internal/history"
+)
+
+// Lease TTLs the chaos cluster runs with (short, so cycles are short) and
+// how long a pause or a partition lasts: longer than the leases.
+const (
+	leaseTTL  = 2 * time.Second
+	faultHold = leaseTTL + 1500*time.Millisecond
+	// resumeBound bounds the wait for writes after a fault: a producer
+	// that has not been acknowledged by then is reported, not waited for.
+	resumeBound = 30 * time.Second
+)
+
+// TestChaos runs a 3-node cluster of real processes under gRPC and HTTP
+// producers and tailing readers, injects CHAOS_CYCLES faults (default 5 when
+// run by `make chaos` without it), and checks the history with
+// internal/history and with porcupine.
+func TestChaos(t *testing.T) {
+	cycles := 5
+	if v := os.Getenv("CHAOS_CYCLES"); v != "" {
+		cycles, _ = strconv.Atoi(v)
+	} else if os.Getenv("ORDERLOG_CHAOS") == "" {
+		t.Skip("set CHAOS_CYCLES (make chaos) to run the chaos harness")
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("CHAOS_SEED"); v != "" {
+		seed, _ = strconv.ParseUint(v, 10, 64)
+	}
+	t.Logf("seed %d (CHAOS_SEED=%d reproduces the fault schedule)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 15))
+
+	dir := t.TempDir()
+	if keep := os.Getenv("CHAOS_DIR"); keep != "" {
+		dir = keep
+	}
+	cluster, err := NewCluster(binary(t), dir, 3, []string{
+		"--ingest-lease-ttl", leaseTTL.String(), "--store-lease-ttl", leaseTTL.String(), "--election-ttl", leaseTTL.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	for _, n := range cluster.Nodes {
+		if err := cluster.Start(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitReady(t, cluster)
+
+	c, err := client.Dial(strings.Join(cluster.GRPCAddrs(), ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w := NewWorkload()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var producerEndpoint atomic.Value
+	producerEndpoint.Store("")
+	var httpAddrs []string
+	for _, n := range cluster.Nodes {
+		httpAddrs = append(httpAddrs, n.HTTPAddr)
+	}
+	for i := range 3 {
+		track := func(string) {}
+		if i == 0 {
+			track = func(e string) { producerEndpoint.Store(e) }
+		}
+		w.GRPCProducer(ctx, c, fmt.Sprintf("g%d", i), track)
+	}
+	w.HTTPProducer(ctx, rotate(httpAddrs, 1), "h0", false)
+	w.HTTPProducer(ctx, rotate(httpAddrs, 2), "k0", true)
+	for i := range 2 {
+		tc, err := client.Dial(strings.Join(rotate(cluster.GRPCAddrs(), i), ","))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tc.Close()
+		w.Tailer(ctx, tc, fmt.Sprintf("t%d", i))
+	}
+	producers := []string{"g0", "g1", "g2", "h0", "k0"}
+	waitAcked(t, w.Recorder, producers, time.Time{})
+
+	var faults []*Fault
+	var resumed []time.Duration
+	for cycle := range cycles {
+		pause(ctx, time.Duration(500+rng.IntN(1000))*time.Millisecond)
+		kind := FaultKinds[(cycle+int(seed%uint64(len(FaultKinds))))%len(FaultKinds)]
+		producerNode := nodeOf(cluster, producerEndpoint.Load().(string))
+		f, err := cluster.Inject(ctx, kind, rng, producerNode)
+		if err != nil {
+			t.Fatalf("cycle %d: inject %s: %v", cycle, kind, err)
+		}
+		t.Logf("cycle %d: %s on %s %s", cycle, f.Kind, f.Node.Name, f.Detail)
+		faults = append(faults, f)
+		all := waitAcked(t, w.Recorder, producers, f.At)
+		resumed = append(resumed, all)
+		if f.Kind == Pause || f.Kind == Partition {
+			pause(ctx, time.Until(f.At.Add(faultHold)))
+		}
+		if err := f.Heal(); err != nil {
+			t.Fatalf("cycle %d: heal: %v", cycle, err)
+		}
+		waitReady(t, cluster)
+	}
+	healed := time.Now()
+	waitAcked(t, w.Recorder, producers, healed)
+	stop()
+	for _, err := range w.Wait() {
+		t.Errorf("client: %v", err)
+	}
+	check(t, cluster, w, faults, resumed)
+	if t.Failed() {
+		for _, n := range cluster.Nodes {
+			t.Logf("log of %s: %s", n.Name, cluster.LogPath(n))
+		}
+		if os.Getenv("CHAOS_DIR") == "" {
+			keepLogs(t, cluster)
+		}
+	}
+}
+
+// check runs both checkers over the history and prints the unavailability
+// table.
+func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, resumed []time.Duration) {
+	ops := w.Recorder.Ops()
+	var end uint64
+	for _, op := range ops {
+		if !op.Acked.IsZero() {
+			end = max(end, op.Offset+1)
+		}
+	}
+	cli, err := client.Dial(strings.Join(cluster.GRPCAddrs(), ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithTimeout(context.Background(), resumeBound)
+	if err := cli.WaitCommitted(waitCtx, end); err != nil {
+		t.Errorf("C never reached %d, the end of the acknowledged offsets: %v", end, err)
+	}
+	cancel()
+	cli.Close()
+
+	var reads []TimedRead
+	for _, n := range cluster.Nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		started := time.Now()
+		read, err := FullRead(ctx, n.GRPCAddr)
+		cancel()
+		if err != nil {
+			t.Fatalf("full read from %s: %v", n.Name, err)
+		}
+		reads = append(reads, TimedRead{Read: read, Started: started, Finished: time.Now()})
+	}
+	for i := 1; i < len(reads); i++ {
+		if err := history.SameRead(reads[0].Read, reads[i].Read); err != nil {
+			t.Errorf("full reads of %s and %s differ: %v", cluster.Nodes[0].Name, cluster.Nodes[i].Name, err)
+		}
+		if reads[i].Read.Committed != reads[0].Read.Committed {
+			t.Logf("full reads end at different C: %s %d, %s %d", cluster.Nodes[0].Name, reads[0].Read.Committed, cluster.Nodes[i].Name, reads[i].Read.Committed)
+		}
+	}
+	report, violations := history.Check(ops, reads[0].Read)
+	for _, v := range violations {
+		t.Errorf("history: %v", v)
+	}
+	pages := w.Pages.Pages()
+	for _, v := range history.CheckPages(pages, reads[0].Read) {
+		t.Errorf("tail: %v", v)
+	}
+	t.Logf("history: %v, %d tailed pages, full read C=%d", report, len(pages), reads[0].Read.Committed)
+	if report.Acked == 0 {
+		t.Error("no message was acknowledged")
+	}
+	started := time.Now()
+	result, checked := Linearizable(ops, pages, reads, 2*time.Minute)
+	t.Logf("porcupine: %s over %d operations in %s", verdict(result), checked, time.Since(started).Round(time.Millisecond))
+	if result == porcupine.Illegal {
+		t.Error("porcupine: the history is not linearizable against the log model")
+	}
+	printUnavailability(t, ops, faults, resumed)
+}
+
+func verdict(r porcupine.CheckResult) string {
+	switch r {
+	case porcupine.Ok:
+		return "linearizable"
+	case porcupine.Illegal:
+		return "NOT linearizable"
+	}
+	return "unknown (timed out)"
+}
+
+// printUnavailability prints, per fault kind, the cycles and the time from
+// the fault to the next acknowledgement of any producer ("first") and of
+// every producer ("all"), p50 and max.
+func printUnavailability(t *testing.T, ops []history.Op, faults []*Fault, resumed []time.Duration) {
+	first := map[string][]time.Duration{}
+	all := map[string][]time.Duration{}
+	for i, f := range faults {
+		var next time.Time
+		for _, op := range ops {
+			if op.Acked.After(f.At) && (next.IsZero() || op.Acked.Before(next)) {
+				next = op.Acked
+			}
+		}
+		d := resumeBound
+		if !next.IsZero() {
+			d = next.Sub(f.At)
+		}
+		first[f.Kind] = append(first[f.Kind], d)
+		all[f.Kind] = append(all[f.Kind], resumed[i])
+	}
+	t.Logf("%-22s %6s %12s %12s %12s %12s", "fault", "cycles", "first p50", "first max", "all p50", "all max")
+	for _, kind := range FaultKinds {
+		if len(first[kind]) == 0 {
+			continue
+		}
+		t.Logf("%-22s %6d %12s %12s %12s %12s", kind, len(first[kind]), p50(first[kind]), slices.Max(first[kind]).Round(time.Millisecond),
+			p50(all[kind]), slices.Max(all[kind]).Round(time.Millisecond))
+	}
+}
+
+func p50(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2].Round(time.Millisecond)
+}
+
+// waitAcked waits until every producer has an ack of a message sent after
+// since (bounded by resumeBound; a producer still waiting is reported) and
+// returns how long after since the last of them came.
+func waitAcked(t *testing.T, recorder *history.Recorder, producers []string, since time.Time) time.Duration {
+	t.Helper()
+	deadline := time.Now().Add(resumeBound)
+	for {
+		acked := map[string]time.Time{}
+		for _, op := range recorder.Ops() {
+			if op.Sent.After(since) && !op.Acked.IsZero() {
+				if at, ok := acked[op.Producer]; !ok || op.Acked.Before(at) {
+					acked[op.Producer] = op.Acked
+				}
+			}
+		}
+		var missing []string
+		var last time.Time
+		for _, p := range producers {
+			at, ok := acked[p]
+			if !ok {
+				missing = append(missing, p)
+			} else if at.After(last) {
+				last = at
+			}
+		}
+		if len(missing) == 0 {
+			return last.Sub(since)
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("producers %v not acknowledged within %s of the fault", missing, resumeBound)
+			return resumeBound
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitReady(t *testing.T, cluster *Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cluster.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func nodeOf(cluster *Cluster, grpcAddr string) *Node {
+	for _, n := range cluster.Nodes {
+		if n.GRPCAddr == grpcAddr {
+			return n
+		}
+	}
+	return nil
+}
+
+func rotate(s []string, by int) []string {
+	by %= len(s)
+	return append(slices.Clone(s[by:]), s[:by]...)
+}
+
+// binary is the orderlog binary: $ORDERLOG_BIN, or one built for the test.
+func binary(t *testing.T) string {
+	if bin := os.Getenv("ORDERLOG_BIN"); bin != "" {
+		abs, err := filepath.Abs(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	bin := filepath.Join(t.TempDir(), "orderlog")
+	out, err := exec.Command("go", "build", "-o", bin, "orderlog/cmd/orderlog").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build orderlog: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// keepLogs copies the node logs out of the test's temporary directory.
+func keepLogs(t *testing.T, cluster *Cluster) {
+	dir, err := os.MkdirTemp("", "orderlog-chaos-logs-")
+	if err != nil {
+		return
+	}
+	for _, n := range cluster.Nodes {
+		if raw, err := os.ReadFile(cluster.LogPath(n)); err == nil {
+			os.WriteFile(filepath.Join(dir, n.Name+".log"), raw, 0o644)
+		}
+	}
+	t.Logf("node logs kept in %s", dir)
+}

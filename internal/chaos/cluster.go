@@ -1,0 +1,373 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"orderlog/internal/keys"
+)
+
+// Node is one `orderlog node` process of a Cluster.
+type Node struct {
+	Name string
+	Dir  string // its --data directory
+	// The node's own listen addresses; its etcd peers reach it through
+	// PeerProxy (the address --etcd-initial-cluster names).
+	GRPCAddr, HTTPAddr, EtcdClient, EtcdPeer string
+	PeerProxy                                *Proxy
+	args                                     []string
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	paused bool
+}
+
+// Cluster supervises N node processes started from one binary.
+type Cluster struct {
+	Nodes  []*Node
+	binary string
+	logDir string
+
+	mu struct {
+		sync.Mutex
+		pids map[string]int // running nodes
+	}
+}
+
+// NewCluster lays out n nodes under dir (free loopback ports, one peer
+// proxy per node) without starting them. extraArgs go to every node.
+func NewCluster(binary, dir string, n int, extraArgs []string) (*Cluster, error) {
+	c := &Cluster{binary: binary, logDir: dir}
+	c.mu.pids = make(map[string]int)
+	var members []string
+	for i := range n {
+		node := &Node{Name: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1))}
+		ports, err := freePorts(4)
+		if err != nil {
+			return nil, err
+		}
+		node.GRPCAddr, node.HTTPAddr, node.EtcdClient, node.EtcdPeer = ports[0], ports[1], ports[2], ports[3]
+		if node.PeerProxy, err = NewProxy(node.EtcdPeer, c.owner); err != nil {
+			return nil, err
+		}
+		members = append(members, node.Name+"=http://"+node.PeerProxy.Addr())
+		c.Nodes = append(c.Nodes, node)
+	}
+	for _, node := range c.Nodes {
+		node.args = append([]string{"node", "--name", node.Name, "--data", node.Dir,
+			"--grpc-addr", node.GRPCAddr, "--http-addr", node.HTTPAddr,
+			"--etcd-listen-client", node.EtcdClient, "--etcd-listen-peer", node.EtcdPeer,
+			"--etcd-initial-cluster", strings.Join(members, ",")}, extraArgs...)
+	}
+	return c, nil
+}
+
+// freePorts returns n distinct free loopback addresses.
+func freePorts(n int) ([]string, error) {
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	var addrs []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
+}
+
+// owner names the node process that dialled conn ("" for any other).
+func (c *Cluster) owner(conn net.Conn) string {
+	c.mu.Lock()
+	pids := make(map[string]int, len(c.mu.pids))
+	for name, pid := range c.mu.pids {
+		pids[name] = pid
+	}
+	c.mu.Unlock()
+	return socketOwner(conn, pids)
+}
+
+// Node returns the node named name.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// GRPCAddrs and HTTPAddrs list every node's API addresses.
+func (c *Cluster) GRPCAddrs() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.GRPCAddr)
+	}
+	return out
+}
+
+// Start starts node's process (its output goes to <logDir>/<name>.log).
+func (c *Cluster) Start(node *Node) error {
+	if err := os.MkdirAll(node.Dir, 0o755); err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(c.LogPath(node), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	fmt.Fprintf(logFile, "=== chaos: start %s at %s\n", node.Name, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(c.binary, node.args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", node.Name, err)
+	}
+	node.cmd = cmd
+	node.exited, node.paused = make(chan struct{}), false
+	exited := node.exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	c.mu.Lock()
+	c.mu.pids[node.Name] = node.cmd.Process.Pid
+	c.mu.Unlock()
+	return nil
+}
+
+// LogPath is where node's output goes.
+func (c *Cluster) LogPath(node *Node) string { return filepath.Join(c.logDir, node.Name+".log") }
+
+// Running says whether node's process runs (paused or not).
+func (n *Node) Running() bool {
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL to node's process and waits until it is gone.
+func (c *Cluster) Kill(node *Node) {
+	if !node.Running() {
+		return
+	}
+	_ = node.cmd.Process.Signal(syscall.SIGKILL)
+	<-node.exited
+	node.paused = false
+	c.mu.Lock()
+	delete(c.mu.pids, node.Name)
+	c.mu.Unlock()
+}
+
+// Pause stops node's process with SIGSTOP; Resume continues it.
+func (c *Cluster) Pause(node *Node) {
+	if node.Running() && node.cmd.Process.Signal(syscall.SIGSTOP) == nil {
+		node.paused = true
+	}
+}
+
+func (c *Cluster) Resume(node *Node) {
+	if node.Running() && node.cmd.Process.Signal(syscall.SIGCONT) == nil {
+		node.paused = false
+	}
+}
+
+// Partition cuts node off from every other node, both ways (etcd raft
+// traffic); Heal joins it again. Clients still reach every node.
+func (c *Cluster) Partition(node *Node) {
+	for _, other := range c.Nodes {
+		if other == node {
+			continue
+		}
+		node.PeerProxy.Block(other.Name)
+		other.PeerProxy.Block(node.Name)
+	}
+}
+
+func (c *Cluster) Heal(node *Node) {
+	for _, other := range c.Nodes {
+		if other == node {
+			continue
+		}
+		node.PeerProxy.Unblock(other.Name)
+		other.PeerProxy.Unblock(node.Name)
+	}
+}
+
+// WipeWAL deletes node's WAL directory (its store's disk is lost); the
+// node must be down.
+func (c *Cluster) WipeWAL(node *Node) error {
+	if node.Running() {
+		return fmt.Errorf("wipe %s: node is running", node.Name)
+	}
+	return os.RemoveAll(filepath.Join(node.Dir, "wal"))
+}
+
+// FlipByte flips one byte in a record of node's newest WAL segment that
+// has records (docs/format/wal.md: records start at byte 56); the node
+// must be down. It returns the file and position.
+func (c *Cluster) FlipByte(node *Node, rng *rand.Rand) (string, int64, error) {
+	if node.Running() {
+		return "", 0, fmt.Errorf("flip a byte of %s: node is running", node.Name)
+	}
+	segments, _ := filepath.Glob(filepath.Join(node.Dir, "wal", "*.seg"))
+	sort.Sort(sort.Reverse(sort.StringSlice(segments)))
+	const headerSize, minRecord = 56, 52
+	for _, path := range segments {
+		info, err := os.Stat(path)
+		if err != nil || info.Size() < headerSize+minRecord {
+			continue
+		}
+		pos := headerSize + rng.Int64N(info.Size()-headerSize)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return "", 0, err
+		}
+		defer f.Close()
+		b := make([]byte, 1)
+		if _, err := f.ReadAt(b, pos); err != nil {
+			return "", 0, err
+		}
+		b[0] ^= 0xff
+		if _, err := f.WriteAt(b, pos); err != nil {
+			return "", 0, err
+		}
+		return path, pos, f.Sync()
+	}
+	return "", 0, errors.New("no WAL segment with records")
+}
+
+// WaitReady waits until every running node's /readyz answers 200.
+func (c *Cluster) WaitReady(ctx context.Context) error {
+	for {
+		var notReady []string
+		for _, n := range c.Nodes {
+			if n.Running() && !n.paused && !httpReady(ctx, n.HTTPAddr) {
+				notReady = append(notReady, n.Name)
+			}
+		}
+		if len(notReady) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("nodes %v not ready: %w", notReady, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func httpReady(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// etcdClient connects to the etcd members of the running, unpaused nodes.
+func (c *Cluster) etcdClient() (*clientv3.Client, []*Node, error) {
+	var endpoints []string
+	var nodes []*Node
+	for _, n := range c.Nodes {
+		if n.Running() && !n.paused {
+			endpoints = append(endpoints, n.EtcdClient)
+			nodes = append(nodes, n)
+		}
+	}
+	if len(endpoints) == 0 {
+		return nil, nil, errors.New("no node runs")
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	return cli, nodes, err
+}
+
+// SequencerLeader is the node whose sequencer leads (the oldest election
+// key), or nil.
+func (c *Cluster) SequencerLeader(ctx context.Context) *Node {
+	cli, _, err := c.etcdClient()
+	if err != nil {
+		return nil
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, keys.SeqElection+"/", clientv3.WithFirstCreate()...)
+	if err != nil || len(resp.Kvs) == 0 {
+		return nil
+	}
+	addr := string(resp.Kvs[0].Value)
+	for _, n := range c.Nodes {
+		if n.GRPCAddr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// EtcdLeader is the node whose etcd member is the raft leader, or nil.
+func (c *Cluster) EtcdLeader(ctx context.Context) *Node {
+	cli, nodes, err := c.etcdClient()
+	if err != nil {
+		return nil
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, n := range nodes {
+		status, err := cli.Status(ctx, n.EtcdClient)
+		if err != nil {
+			continue
+		}
+		members, err := cli.MemberList(ctx)
+		if err != nil {
+			return nil
+		}
+		for _, m := range members.Members {
+			if m.ID == status.Leader {
+				return c.Node(m.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// Close kills every node and closes the proxies.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes {
+		c.Resume(n)
+		c.Kill(n)
+		n.PeerProxy.Close()
+	}
+}
