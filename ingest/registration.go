@@ -74,17 +74,18 @@ func (n *Node) watchLease(incarnation string, lease clientv3.LeaseID, keepAlive 
 		return
 	default:
 	}
-	n.events.LeaseLost(event.LeaseInfo{Holder: "ingest " + incarnation, LeaseID: int64(lease)})
-	n.do(func() { n.leaseLost(incarnation) })
+	n.do(func() { n.leaseLost(incarnation, lease) })
 }
 
 // leaseLost hands the machine the loss of every producer the incarnation
 // owned and registers a new incarnation in the background. Until it is
-// registered the node can open no ledger and is not ready.
-func (n *Node) leaseLost(incarnation string) {
+// registered the node can open no ledger and is not ready. LeaseLost is
+// fired once all that is done, so a listener sees the new incarnation.
+func (n *Node) leaseLost(incarnation string, lease clientv3.LeaseID) {
 	if n.reg.incarnation != incarnation {
 		return // an incarnation already given up
 	}
+	defer n.events.LeaseLost(event.LeaseInfo{Holder: "ingest " + incarnation, LeaseID: int64(lease)})
 	if n.writer != nil {
 		n.noteCloseReason(n.writer.ID(), "etcd lease lost")
 	}
