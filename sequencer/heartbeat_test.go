@@ -16,7 +16,10 @@ import (
 // reader can tell an idle leader from a frozen one.
 func TestIdleCommitMapStreamCarriesHeartbeats(t *testing.T) {
 	c := newTestCluster(t)
-	leader := c.waitServing(c.startNode())
+	// A long session timeout: the point is the leader's heartbeats, and on a
+	// loaded machine (the race run) the client's own idle heartbeats can
+	// come later than the default 1 s, which ends the session.
+	leader := c.waitServing(c.startNodeWith(MachineConfig{SessionTimeout: 30 * time.Second}))
 	conn, err := grpc.NewClient(leader.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +55,10 @@ func TestIdleCommitMapStreamCarriesHeartbeats(t *testing.T) {
 // the ingest node can tell an idle leader from a frozen one.
 func TestIdleGrantStreamCarriesHeartbeats(t *testing.T) {
 	c := newTestCluster(t)
-	leader := c.waitServing(c.startNode())
+	// A long session timeout: the point is the leader's heartbeats, and on a
+	// loaded machine (the race run) the client's own idle heartbeats can
+	// come later than the default 1 s, which ends the session.
+	leader := c.waitServing(c.startNodeWith(MachineConfig{SessionTimeout: 30 * time.Second}))
 	conn, err := grpc.NewClient(leader.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
