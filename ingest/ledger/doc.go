@@ -59,9 +59,12 @@
 //
 // # Invariants
 //
-//   - Every member of a closed ledger's ensemble held entries 0..last when
-//     it was put there (CopyClosed verified it); W == len(Ensemble) ≤
-//     IntendedW, and A ≤ W.
+//   - Every member re-replication put into a closed ledger's ensemble held
+//     entries 0..last when it was put there (CopyClosed verified it). The
+//     members a ledger was written on hold each entry ≤ last on at least A
+//     of them, not all: one that was down while the tail was written or
+//     rolled forward holds a prefix. W == len(Ensemble) ≤ IntendedW, and
+//     A ≤ W.
 //   - State only moves open → closed or open → recovering → closed, each
 //     step a compare-and-swap on the record; the first recovering → closed
 //     wins, whoever does it, and every other closer adopts its result.

@@ -51,11 +51,15 @@ func (o *CopyOptions) fillDefaults() {
 // target, reading each from sources (members that hold the ledger; the
 // first with a valid checksum serves), and closes it there at LastEntry.
 // It resumes after the entries target already holds (a copy interrupted
-// earlier). Entries travel as the spans, LACs and payload bytes the
-// sources return, as recovery appends (accepted on a ledger the target
-// never saw, on a fenced one, and on a closed one up to its last entry);
-// no store decodes a payload. It returns only once target answers that it
-// holds every entry up to LastEntry, fsynced.
+// earlier, a member that missed the tail). Entries travel as the spans,
+// LACs and payload bytes the sources return, as recovery appends (accepted
+// on a ledger the target never saw, on a fenced one, and on a closed one
+// up to its last entry); no store decodes a payload. It returns only once
+// every entry up to LastEntry is known held by target, fsynced: target
+// answers that it holds them, or — on a store that answers UNKNOWN for the
+// ledger because damage in its journal may have held more of it — this
+// call appended every one of them with ADD_OK and target still holds up to
+// LastEntry after the close.
 func CopyClosed(ctx context.Context, m Metadata, sources []Member, target Member, o CopyOptions) error {
 	o.fillDefaults()
 	switch {
@@ -70,12 +74,13 @@ func CopyClosed(ctx context.Context, m Metadata, sources []Member, target Member
 	if err != nil {
 		return err
 	}
-	held, err := lastOnStore(ctx, client, m.ID, target, o.CallTimeout)
+	before, err := lastOnStore(ctx, client, m.ID, target, o.CallTimeout)
 	if err != nil {
 		return err
 	}
-	if held < m.LastEntry {
-		if err := copyEntries(ctx, m, sources, target, client, held+1, o); err != nil {
+	first := before.resumeAt()
+	if first <= m.LastEntry {
+		if err := copyEntries(ctx, m, sources, target, client, first, o); err != nil {
 			return fmt.Errorf("copy ledger %d to store %s: %w", m.ID, target.StoreID, err)
 		}
 	}
@@ -84,29 +89,50 @@ func CopyClosed(ctx context.Context, m Metadata, sources []Member, target Member
 	if _, err := client.CloseLedger(cctx, &walpb.CloseLedgerRequest{LedgerId: m.ID, StoreIncarnation: target.Incarnation, LastEntry: m.LastEntry}); err != nil {
 		return fmt.Errorf("close ledger %d on store %s: %w", m.ID, target.StoreID, err)
 	}
-	if held, err = lastOnStore(ctx, client, m.ID, target, o.CallTimeout); err != nil {
+	after, err := lastOnStore(ctx, client, m.ID, target, o.CallTimeout)
+	if err != nil {
 		return err
 	}
-	if held != m.LastEntry {
-		return fmt.Errorf("ledger %d: store %s holds up to entry %d after the copy, last is %d", m.ID, target.StoreID, held, m.LastEntry)
+	switch {
+	case after.last != m.LastEntry:
+		return fmt.Errorf("ledger %d: store %s holds up to entry %d after the copy, last is %d", m.ID, target.StoreID, after.last, m.LastEntry)
+	case !after.trusted && first > 0:
+		// Entries below first were counted from an answer the store no
+		// longer stands by; the next attempt copies from entry 0.
+		return fmt.Errorf("ledger %d: store %s answers UNKNOWN for entries it held before the copy", m.ID, target.StoreID)
 	}
 	return nil
 }
 
-// lastOnStore is the last entry the target holds of the ledger (-1: none).
-// A store that cannot tell (UNKNOWN) is copied to from entry 0: identical
-// re-appends succeed, and a different existing entry fails the copy.
-func lastOnStore(ctx context.Context, c walpb.WALClient, id uint64, target Member, timeout time.Duration) (int64, error) {
+// heldPrefix is a store's LastEntry answer for one ledger.
+type heldPrefix struct {
+	// last is the last entry the store holds, fsynced (-1: none).
+	last int64
+	// trusted: the store answered PRESENT, so it holds every entry up to
+	// last. An UNKNOWN answer (damage in its journal may have held entries
+	// of the ledger, or another incarnation) vouches for none of them.
+	trusted bool
+}
+
+// resumeAt is the first entry a copy must write: after a trusted prefix,
+// else entry 0 (identical re-appends succeed, a different existing entry
+// fails the copy).
+func (h heldPrefix) resumeAt() int64 {
+	if h.trusted {
+		return h.last + 1
+	}
+	return 0
+}
+
+// lastOnStore asks the target which entries of the ledger it holds.
+func lastOnStore(ctx context.Context, c walpb.WALClient, id uint64, target Member, timeout time.Duration) (heldPrefix, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := c.LastEntry(ctx, &walpb.LastEntryRequest{LedgerId: id, StoreIncarnation: target.Incarnation})
 	if err != nil {
-		return -1, fmt.Errorf("store %s: last entry of ledger %d: %w", target.StoreID, id, err)
+		return heldPrefix{last: -1}, fmt.Errorf("store %s: last entry of ledger %d: %w", target.StoreID, id, err)
 	}
-	if resp.Status != walpb.EntryStatus_PRESENT {
-		return -1, nil
-	}
-	return resp.LastEntry, nil
+	return heldPrefix{last: max(resp.LastEntry, -1), trusted: resp.Status == walpb.EntryStatus_PRESENT}, nil
 }
 
 // copyEntries streams entries first..m.LastEntry from sources to target on

@@ -19,13 +19,20 @@
 //     ledger names, or if its registration has been gone for less than
 //     Grace (a restart). A store registered with another incarnation came
 //     back empty and never counts for the copy it no longer holds; a store
-//     gone for Grace or longer counts as lost.
+//     gone for Grace or longer counts as lost. A registered member is
+//     asked once (LastEntry) whether it holds every entry ≤ last: a
+//     closed ledger's entries are each on A members, not W, and a member
+//     that was down while the tail was written or rolled forward holds a
+//     prefix only. Until it answers PRESENT up to last it counts as no
+//     copy (partial); a member that cannot be asked now still counts.
 //  3. If fewer than IntendedW members count, copy every entry ≤ last onto
-//     registered stores that are not counted members — least loaded first
+//     registered stores that are not counted members — partial members
+//     first (the copy resumes after their prefix), then the least loaded
 //     (fewest closed ledgers), which may be the new incarnation of a lost
 //     member — reading from the counted members that are registered.
-//  4. Compare-and-swap the ensemble: counted members plus the new copies.
-//     A lost CAS (another worker won) deletes the orphan copy.
+//  4. Compare-and-swap the ensemble: counted members and filled-up partial
+//     ones in their places, then the new copies. A lost CAS (another
+//     worker won) deletes the orphan copy.
 //
 // # Invariants
 //
@@ -33,7 +40,8 @@
 //     ensemble: it closes the ledger when it loses its ack quorum and opens
 //     a new one on live stores.
 //   - A member is put into an ensemble only after CopyClosed saw it hold
-//     every entry ≤ last, fsynced.
+//     every entry ≤ last, fsynced, and counts as a copy only once it said
+//     so (or a copy onto it succeeded).
 //   - A store in a new incarnation is never counted as a copy of a ledger
 //     that names its old incarnation.
 //

@@ -29,6 +29,7 @@ func TestPlanCountsOnlyCurrentCopies(t *testing.T) {
 	cases := map[string]struct {
 		registered map[string]ledger.Member
 		goneFor    time.Duration
+		partial    string
 		keep, need int
 		sources    int
 	}{
@@ -38,11 +39,12 @@ func TestPlanCountsOnlyCurrentCopies(t *testing.T) {
 		"gone_within_grace":   {registered: without("s3"), goneFor: 59 * time.Second, keep: 3, sources: 2},
 		"gone_beyond_grace":   {registered: without("s3"), goneFor: time.Minute, keep: 2, need: 1, sources: 2},
 		"moved_address":       {registered: without("s3", ledger.Member{StoreID: "s3", Incarnation: 3, Address: "h7"}), keep: 3, sources: 3},
+		"missing_the_tail":    {registered: all, partial: "s3", keep: 2, need: 1, sources: 2},
 	}
 	for name, tc := range cases {
 		l := liveness{registered: tc.registered, goneSince: map[string]time.Time{"s3": now.Add(-tc.goneFor)}, now: now, grace: time.Minute}
-		d := plan(m, l)
-		if len(d.keep) != tc.keep || d.need != tc.need || len(d.sources) != tc.sources || len(d.lost) != 3-tc.keep {
+		d := plan(m, l, map[string]bool{tc.partial: tc.partial != ""})
+		if len(d.keep) != tc.keep || d.need != tc.need || len(d.sources) != tc.sources || len(d.lost)+len(d.partial) != 3-tc.keep {
 			t.Errorf("%s: keep %d need %d sources %d lost %d; want keep %d need %d sources %d", name,
 				len(d.keep), d.need, len(d.sources), len(d.lost), tc.keep, tc.need, tc.sources)
 		}
@@ -50,12 +52,17 @@ func TestPlanCountsOnlyCurrentCopies(t *testing.T) {
 }
 
 // TestTargetsLeastLoadedFirst: copies go to registered stores outside the
-// kept members, the least loaded first.
+// kept members, members that lack entries first, then the least loaded.
 func TestTargetsLeastLoadedFirst(t *testing.T) {
 	keep := []ledger.Member{{StoreID: "a"}}
 	registered := map[string]ledger.Member{"a": {StoreID: "a"}, "b": {StoreID: "b"}, "c": {StoreID: "c"}, "d": {StoreID: "d"}}
-	got := targets(keep, registered, map[string]int{"a": 1, "b": 5, "c": 2, "d": 2}, 2)
+	load := map[string]int{"a": 1, "b": 5, "c": 2, "d": 2}
+	got := targets(decision{keep: keep}, registered, load, 2)
 	if len(got) != 2 || got[0].StoreID != "c" || got[1].StoreID != "d" {
 		t.Fatalf("targets %+v", got)
+	}
+	got = targets(decision{keep: keep, partial: []ledger.Member{{StoreID: "b"}}}, registered, load, 2)
+	if len(got) != 2 || got[0].StoreID != "b" || got[1].StoreID != "c" {
+		t.Fatalf("targets with a partial member %+v", got)
 	}
 }

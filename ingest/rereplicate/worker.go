@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -77,6 +78,17 @@ type Worker struct {
 	// failures keeps the last failure logged per ledger, so a failure that
 	// repeats every pass is logged once.
 	failures map[uint64]string
+	// full holds the members seen holding every entry ≤ last of a closed
+	// ledger (their answer, or a copy made onto them), so that each is
+	// asked once. Only the Run goroutine touches it.
+	full map[copyKey]bool
+}
+
+// copyKey names one store incarnation's copy of a ledger.
+type copyKey struct {
+	ledger      uint64
+	store       string
+	incarnation uint64
 }
 
 // New returns a worker; call Run.
@@ -84,7 +96,7 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: cfg, goneSince: map[string]time.Time{}, failures: map[uint64]string{}}, nil
+	return &Worker{cfg: cfg, goneSince: map[string]time.Time{}, failures: map[uint64]string{}, full: map[copyKey]bool{}}, nil
 }
 
 // Run campaigns and, while elected, runs a pass every Interval, until ctx
@@ -153,20 +165,78 @@ func (w *Worker) Pass(ctx context.Context) error {
 			load[member.StoreID]++
 		}
 	}
+	w.forgetCopies(ms)
 	for _, m := range ms {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		d := plan(m, l)
+		d := plan(m, l, w.partialMembers(ctx, m, l))
 		if d.need == 0 {
 			delete(w.failures, m.ID)
 			continue
 		}
-		if err := w.rereplicate(ctx, m, d, targets(d.keep, l.registered, load, d.need), load); err != nil {
+		if err := w.rereplicate(ctx, m, d, targets(d, l.registered, load, d.need), load); err != nil {
 			w.noteFailure(m, err)
 		}
 	}
 	return nil
+}
+
+// partialMembers asks each member of m registered in the incarnation m
+// names, and not yet seen full, which entries it holds. A closed ledger's
+// entries are each on at least A members, not on all W: a member that was
+// down while the tail was written, or was not among those recovery rolled
+// it forward to, holds only a prefix. Such a member (and one that answers
+// UNKNOWN: damage in its journal may hide entries of the ledger) is
+// returned by store id. A member that cannot be asked now is not.
+func (w *Worker) partialMembers(ctx context.Context, m ledger.Metadata, l liveness) map[string]bool {
+	partial := map[string]bool{}
+	for _, member := range m.Ensemble {
+		key := copyKey{ledger: m.ID, store: member.StoreID, incarnation: member.Incarnation}
+		reg, registered := l.registered[member.StoreID]
+		if w.full[key] || !registered || reg.Incarnation != member.Incarnation {
+			continue
+		}
+		if m.LastEntry < 0 {
+			w.full[key] = true
+			continue
+		}
+		resp, err := w.lastEntry(ctx, reg, m.ID)
+		switch {
+		case err != nil:
+		case resp.Status == walpb.EntryStatus_PRESENT && resp.LastEntry >= m.LastEntry:
+			w.full[key] = true
+		default:
+			partial[member.StoreID] = true
+		}
+	}
+	return partial
+}
+
+func (w *Worker) lastEntry(ctx context.Context, member ledger.Member, id uint64) (*walpb.LastEntryResponse, error) {
+	client, err := w.cfg.Stores.Client(member)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	return client.LastEntry(ctx, &walpb.LastEntryRequest{LedgerId: id, StoreIncarnation: member.Incarnation})
+}
+
+// storeCallTimeout bounds one question to a store.
+const storeCallTimeout = 5 * time.Second
+
+// forgetCopies drops what it knows of ledgers no longer listed (deleted).
+func (w *Worker) forgetCopies(ms []ledger.Metadata) {
+	listed := make(map[uint64]bool, len(ms))
+	for _, m := range ms {
+		listed[m.ID] = true
+	}
+	for key := range w.full {
+		if !listed[key.ledger] {
+			delete(w.full, key)
+		}
+	}
 }
 
 // observe records when ensemble stores went unregistered and returns what
@@ -191,18 +261,19 @@ func (w *Worker) observe(live []ledger.Member, ms []ledger.Metadata) liveness {
 
 // rereplicate copies m onto targets and swaps its ensemble.
 func (w *Worker) rereplicate(ctx context.Context, m ledger.Metadata, d decision, targets []ledger.Member, load map[string]int) error {
-	if len(d.sources) == 0 && m.LastEntry >= 0 {
+	// Partial members serve the entries they hold, after the full copies.
+	sources := append(slices.Clip(d.sources), d.partial...)
+	if len(sources) == 0 && m.LastEntry >= 0 {
 		return fmt.Errorf("no registered store holds a copy (%d counted, %d lost)", len(d.keep), len(d.lost))
 	}
 	if len(targets) == 0 {
 		return fmt.Errorf("no registered store to copy to (%d copies, %d intended)", len(d.keep), intendedW(m))
 	}
 	start := w.cfg.Now()
-	next := append([]ledger.Member(nil), d.keep...)
 	var copied []ledger.Member
 	var copyErrs []error
 	for _, target := range targets {
-		err := ledger.CopyClosed(ctx, m, d.sources, target, ledger.CopyOptions{Stores: w.cfg.Stores})
+		err := ledger.CopyClosed(ctx, m, sources, target, ledger.CopyOptions{Stores: w.cfg.Stores})
 		if err != nil {
 			copyErrs = append(copyErrs, err)
 			continue
@@ -212,7 +283,8 @@ func (w *Worker) rereplicate(ctx context.Context, m ledger.Metadata, d decision,
 	if len(copied) == 0 {
 		return errors.Join(copyErrs...)
 	}
-	if next = append(next, copied...); len(next) < m.A {
+	next := nextEnsemble(m.Ensemble, d.keep, copied)
+	if len(next) < m.A {
 		return fmt.Errorf("only %d copies after copying, A=%d", len(next), m.A)
 	}
 	changed, err := ledger.ChangeEnsemble(ctx, w.cfg.Etcd, m, next)
@@ -221,11 +293,31 @@ func (w *Worker) rereplicate(ctx context.Context, m ledger.Metadata, d decision,
 		return err
 	}
 	for _, c := range copied {
+		w.full[copyKey{ledger: m.ID, store: c.StoreID, incarnation: c.Incarnation}] = true
 		load[c.StoreID]++
 	}
 	delete(w.failures, m.ID)
 	w.report(changed, d, copied, w.cfg.Now().Sub(start))
 	return errors.Join(copyErrs...)
+}
+
+// nextEnsemble is the ensemble after copying: the kept members and the
+// members filled up in their places, then the new copies.
+func nextEnsemble(ensemble, keep, copied []ledger.Member) []ledger.Member {
+	var next []ledger.Member
+	for _, member := range ensemble {
+		if i := slices.IndexFunc(copied, func(c ledger.Member) bool { return c.StoreID == member.StoreID }); i >= 0 {
+			next = append(next, copied[i])
+		} else if memberOf(member.StoreID, keep) {
+			next = append(next, member)
+		}
+	}
+	for _, c := range copied {
+		if !memberOf(c.StoreID, next) {
+			next = append(next, c)
+		}
+	}
+	return next
 }
 
 // dropOrphans deletes the copies made for a change that did not happen,
