@@ -8,9 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"orderlog/internal/apierr"
 	"orderlog/proto/orderlogpb"
@@ -25,6 +29,13 @@ type ProducerOptions struct {
 	MaxInFlight int
 	// RetryBackoff is the pause before reconnecting after a broken stream.
 	RetryBackoff time.Duration
+	// StallProbeAfter is how long frames may wait on a stream that answers
+	// nothing before the producer asks the node whether it is alive (the
+	// gRPC health service); StallProbeTimeout is how long that question may
+	// go unanswered before the node counts as failed and the producer moves
+	// (a paused or hung node keeps its connections open and never ends the
+	// stream). Defaults 1 s and 1 s.
+	StallProbeAfter, StallProbeTimeout time.Duration
 }
 
 func (o *ProducerOptions) validate() {
@@ -33,6 +44,12 @@ func (o *ProducerOptions) validate() {
 	}
 	if o.RetryBackoff <= 0 {
 		o.RetryBackoff = 100 * time.Millisecond
+	}
+	if o.StallProbeAfter <= 0 {
+		o.StallProbeAfter = time.Second
+	}
+	if o.StallProbeTimeout <= 0 {
+		o.StallProbeTimeout = time.Second
 	}
 }
 
@@ -62,6 +79,10 @@ type Producer struct {
 		endpoint string
 		refusals int
 	}
+	// heard is when the current stream last answered anything or was
+	// opened (unix nanoseconds): the stall probe's clock. Atomic, not under
+	// mu: a Send blocked on the stream's flow control holds mu.
+	heard atomic.Int64
 }
 
 // A producer moves to another node after this many retryable refusals in a
@@ -265,8 +286,9 @@ func (p *Producer) moveTo(endpoint string) {
 }
 
 // serveStream runs one stream to endpoint until it ends; broken reports
-// that it ended for want of the node (it could not be opened, or Recv
-// failed), not with a refusal.
+// that it ended for want of the node (it could not be opened, Recv failed,
+// or the node left frames unanswered and did not answer a health check
+// either), not with a refusal.
 func (p *Producer) serveStream(endpoint string) (err error, broken bool) {
 	conn, err := p.client.endpoints.conn(endpoint)
 	if err != nil {
@@ -278,23 +300,92 @@ func (p *Producer) serveStream(endpoint string) (err error, broken bool) {
 		cancel()
 		return apierr.FromGRPC(err), true
 	}
+	p.heard.Store(time.Now().UnixNano())
 	p.attach(stream)
+	stalled := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		p.watchStream(ctx, healthpb.NewHealthClient(conn), stalled, cancel)
+	}()
 	defer func() {
 		cancel() // first: a Send blocked on this stream holds mu
+		<-watched
 		p.detach()
 	}()
 	for {
 		resp, err := stream.Recv()
+		select {
+		case <-stalled:
+			return apierr.New(apierr.Timeout, "%s left frames unanswered for %s and did not answer a health check within %s",
+				endpoint, p.opts.StallProbeAfter, p.opts.StallProbeTimeout), true
+		default:
+		}
 		if errors.Is(err, io.EOF) { // the node ended the stream: it is stopping
 			return apierr.New(apierr.Unavailable, "%s ended the produce stream", endpoint), true
 		}
 		if err != nil {
 			return apierr.FromGRPC(err), true
 		}
+		p.heard.Store(time.Now().UnixNano())
 		if err := p.resolve(resp); err != nil {
 			return err, false
 		}
 	}
+}
+
+// watchStream asks the node whether it is alive (the gRPC health service)
+// whenever frames have waited StallProbeAfter on a stream that answers
+// nothing. A node that is only slow (waiting for a sequencer leader, a
+// takeover) answers at once and keeps its producers; one that does not
+// answer within StallProbeTimeout (paused, hung: its connections stay open
+// and the stream never breaks) gets stalled closed and the stream ended,
+// and the producer moves. Moving is always safe: the next node takes the
+// producer over, fencing this one first.
+func (p *Producer) watchStream(ctx context.Context, health healthpb.HealthClient, stalled chan<- struct{}, endStream func()) {
+	tick := time.NewTicker(max(p.opts.StallProbeAfter/4, time.Millisecond))
+	defer tick.Stop()
+	var probed time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			quiet := time.Unix(0, p.heard.Load())
+			if probed.After(quiet) {
+				quiet = probed
+			}
+			if !needsProbe(len(p.slots), quiet, now, p.opts.StallProbeAfter) {
+				continue
+			}
+			probed = now
+			probeCtx, cancel := context.WithTimeout(ctx, p.opts.StallProbeTimeout)
+			_, err := health.Check(probeCtx, &healthpb.HealthCheckRequest{})
+			cancel()
+			if ctx.Err() == nil && probeFailed(err) {
+				close(stalled)
+				endStream()
+				return
+			}
+		}
+	}
+}
+
+// needsProbe says whether a stream with inFlight unanswered frames, quiet
+// (no answer, no probe) since quiet, should have its node probed at now.
+func needsProbe(inFlight int, quiet, now time.Time, after time.Duration) bool {
+	return inFlight > 0 && now.Sub(quiet) >= after
+}
+
+// probeFailed says whether a health check's outcome means the node did not
+// answer. Any answer, even NOT_SERVING or an unimplemented health service,
+// comes from a live process: refusals move the producer if it cannot serve.
+func probeFailed(err error) bool {
+	switch status.Code(err) {
+	case codes.DeadlineExceeded, codes.Unavailable:
+		return true
+	}
+	return false
 }
 
 // attach makes stream current and resends every unacknowledged frame in
