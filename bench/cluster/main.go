@@ -11,20 +11,20 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"orderlog/bench/internal/benchutil"
 	"orderlog/client"
 )
 
@@ -48,9 +48,9 @@ func main() {
 		rate = measure(fmt.Sprintf("round %d cluster", r), startCluster(*binary, filepath.Join(dir, fmt.Sprintf("cluster%d", r)), 3), load)
 		cluster = append(cluster, rate)
 	}
-	fmt.Printf("single_msgs_per_s=%.0f (orderlog dev, W=A=1, median of %d rounds)\n", median(single), *rounds)
-	fmt.Printf("cluster_msgs_per_s=%.0f (3 nodes, W=3 A=2, median of %d rounds)\n", median(cluster), *rounds)
-	fmt.Printf("cluster_vs_single_ratio=%.2f\n", median(cluster)/median(single))
+	fmt.Printf("single_msgs_per_s=%.0f (orderlog dev, W=A=1, median of %d rounds)\n", benchutil.Median(single), *rounds)
+	fmt.Printf("cluster_msgs_per_s=%.0f (3 nodes, W=3 A=2, median of %d rounds)\n", benchutil.Median(cluster), *rounds)
+	fmt.Printf("cluster_vs_single_ratio=%.2f\n", benchutil.Median(cluster)/benchutil.Median(single))
 }
 
 // processes are the orderlog processes of one measurement and the gRPC
@@ -128,7 +128,7 @@ func startDev(binary, dir string) processes {
 	stdout, err := cmd.StdoutPipe()
 	check(err)
 	check(cmd.Start())
-	return processes{cmds: []*exec.Cmd{cmd}, addrs: []string{readGRPCAddr(stdout)}}
+	return processes{cmds: []*exec.Cmd{cmd}, addrs: []string{grpcAddr(stdout)}}
 }
 
 // startCluster starts n `orderlog node` processes whose embedded etcd
@@ -161,32 +161,16 @@ func freeAddr() string {
 	return l.Addr().String()
 }
 
-// readGRPCAddr reads `orderlog dev`'s banner for its gRPC address, then
-// keeps draining its output.
-func readGRPCAddr(stdout interface{ Read([]byte) (int, error) }) string {
-	scanner := bufio.NewScanner(stdout)
-	for scanner.Scan() {
-		if addr, ok := strings.CutPrefix(strings.TrimSpace(scanner.Text()), "gRPC "); ok {
-			go func() {
-				for scanner.Scan() {
-				}
-			}()
-			return strings.TrimSpace(addr)
-		}
-	}
-	check(fmt.Errorf("orderlog dev exited before printing its gRPC address"))
-	return ""
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
-
 func check(err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench/cluster:", err)
 		os.Exit(1)
 	}
+}
+
+// grpcAddr is orderlog dev's gRPC address from its banner.
+func grpcAddr(stdout io.Reader) string {
+	addr, err := benchutil.ReadGRPCAddr(stdout)
+	check(err)
+	return addr
 }

@@ -23,12 +23,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
-	"sort"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
+	"orderlog/bench/internal/benchutil"
 	"orderlog/client"
 )
 
@@ -63,7 +62,7 @@ func main() {
 		_ = server.Process.Signal(syscall.SIGTERM)
 		_ = server.Wait()
 	}()
-	grpcAddr := readGRPCAddr(stdout)
+	grpcAddr := grpcAddr(stdout)
 	c, err := client.Dial(grpcAddr)
 	check(err)
 	defer c.Close()
@@ -102,10 +101,10 @@ func main() {
 		ratios = append(ratios, float64(half.Percentile(0.99))/float64(percentile(ideal, 0.99)))
 	}
 
-	fmt.Printf("e2e_p99_ack_ms_at_half_rate=%.3f (median of %d rounds)\n", median(e2eP99), *latencyRounds)
-	fmt.Printf("ideal_group_commit_p99_ms=%.3f (median of %d rounds)\n", median(idealP99), *latencyRounds)
-	fmt.Printf("e2e_p99_vs_ideal_p99_ratio=%.2f (median of %d rounds)\n", median(ratios), *latencyRounds)
-	fmt.Printf("e2e_stalls_per_round=%.0f (median of %d rounds: wake-ups over %s late while the half-rate load ran)\n", median(e2eStalls), *latencyRounds, stallThreshold)
+	fmt.Printf("e2e_p99_ack_ms_at_half_rate=%.3f (median of %d rounds)\n", benchutil.Median(e2eP99), *latencyRounds)
+	fmt.Printf("ideal_group_commit_p99_ms=%.3f (median of %d rounds)\n", benchutil.Median(idealP99), *latencyRounds)
+	fmt.Printf("e2e_p99_vs_ideal_p99_ratio=%.2f (median of %d rounds)\n", benchutil.Median(ratios), *latencyRounds)
+	fmt.Printf("e2e_stalls_per_round=%.0f (median of %d rounds: wake-ups over %s late while the half-rate load ran)\n", benchutil.Median(e2eStalls), *latencyRounds, stallThreshold)
 	fmt.Printf("e2e_mb_per_s=%.1f\n", peak.MBPerSecond())
 	fmt.Printf("e2e_msgs_per_s=%.0f\n", peak.MessagesPerSecond())
 	fmt.Printf("e2e_vs_wal_ratio=%.2f\n", peak.MessagesPerSecond()/walRate)
@@ -141,29 +140,6 @@ func report(label string, r client.LoadResult) {
 		r.MessagesPerSecond(), r.MBPerSecond(), ms(r.Percentile(0.5)), ms(r.Percentile(0.99)), ms(r.Percentile(0.999)))
 }
 
-// readGRPCAddr reads `orderlog dev`'s banner for the gRPC address it got,
-// then keeps draining its output.
-func readGRPCAddr(stdout io.Reader) string {
-	scanner := bufio.NewScanner(stdout)
-	for scanner.Scan() {
-		if addr, ok := strings.CutPrefix(strings.TrimSpace(scanner.Text()), "gRPC "); ok {
-			go func() {
-				for scanner.Scan() {
-				}
-			}()
-			return strings.TrimSpace(addr)
-		}
-	}
-	check(fmt.Errorf("orderlog dev exited before printing its gRPC address"))
-	return ""
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
-}
-
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func check(err error) {
@@ -171,4 +147,11 @@ func check(err error) {
 		fmt.Fprintln(os.Stderr, "bench/e2e:", err)
 		os.Exit(1)
 	}
+}
+
+// grpcAddr is orderlog dev's gRPC address from its banner.
+func grpcAddr(stdout io.Reader) string {
+	addr, err := benchutil.ReadGRPCAddr(stdout)
+	check(err)
+	return addr
 }

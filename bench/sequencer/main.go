@@ -14,11 +14,11 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"orderlog/bench/internal/benchutil"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,8 +124,8 @@ func main() {
 			gs, es, rs = append(gs, g), append(es, e), append(rs, g/e)
 		}
 		fmt.Printf("streams=%d grants_per_sec=%.0f echo_per_sec=%.0f ratio=%.2f (medians of %d rounds)\n",
-			streams, median(gs), median(es), median(rs), *rounds)
-		ratios = append(ratios, median(rs))
+			streams, benchutil.Median(gs), benchutil.Median(es), benchutil.Median(rs), *rounds)
+		ratios = append(ratios, benchutil.Median(rs))
 	}
 	st := node.Status()
 	fmt.Printf("sequencer epoch=%d published_C=%d\n", st.Epoch, st.Published)
@@ -136,12 +136,6 @@ func main() {
 		check(pprof.Lookup("allocs").WriteTo(f, 0))
 		f.Close()
 	}
-}
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[len(s)/2]
 }
 
 func check(err error) {
