@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log"
 	"net"
-	"orderlog/bench/internal/benchutil"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
@@ -29,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"orderlog/bench/internal/benchutil"
 	"orderlog/ingest/ledger"
 	"orderlog/ingest/wal"
 	"orderlog/internal/etcdserver"
