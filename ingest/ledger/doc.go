@@ -42,6 +42,14 @@
 // it waits for it; if ctx ends first the caller can Recover the ledger
 // itself.
 //
+// A Reader serves an entry only as a store answered it PRESENT (the store
+// verified its checksum) and never beyond its bound. Scan streams from one
+// member and moves to the next when the store fails, answers anything
+// else, or sends nothing for ReaderOptions.Silence (a paused node keeps its
+// connections open, so its stream neither answers nor breaks); it goes on
+// at the entry it reached, so every entry is delivered once and in order,
+// and fails with ErrUnreadable only when no member serves the next entry.
+//
 // Stores are reached only through a Dialer (GRPCDialer dials the member's
 // address); tests wrap it to inject faults. The ensemble of an open or
 // recovering ledger never changes: with W = A, or once more than W−A

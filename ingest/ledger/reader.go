@@ -33,6 +33,11 @@ type ReaderOptions struct {
 	Passes int
 	// Retry is the pause between passes. Default 20 ms.
 	Retry time.Duration
+	// Silence is how long Scan waits for the next entry from one store
+	// (with no error either) before it reads on from the next member of
+	// the ensemble. A paused node keeps its connections open, so its
+	// store's stream neither answers nor breaks. Default 1 s.
+	Silence time.Duration
 }
 
 func (o *ReaderOptions) fillDefaults() {
@@ -45,13 +50,18 @@ func (o *ReaderOptions) fillDefaults() {
 	if o.Retry <= 0 {
 		o.Retry = 20 * time.Millisecond
 	}
+	if o.Silence <= 0 {
+		o.Silence = time.Second
+	}
 }
 
 // Reader reads entries of one ledger up to a bound known to be confirmed:
 // the last entry of a closed ledger, or a LAC the caller learned. For each
 // entry it tries the ensemble members in turn and moves to the next on
-// UNKNOWN (new incarnation, checksum failure), ABSENT (a lagging store) or
-// an unreachable store. It never returns anything beyond its bound.
+// UNKNOWN (new incarnation, checksum failure), ABSENT (a lagging store),
+// an unreachable store or (Scan) a store silent for ReaderOptions.Silence.
+// It never returns anything beyond its bound, and only entries a store
+// answered PRESENT (checksum verified).
 type Reader struct {
 	meta    Metadata
 	clients []walpb.WALClient
@@ -144,8 +154,13 @@ func (r *Reader) readFrom(ctx context.Context, i int, id int64) (Entry, error) {
 	return Entry{ID: id, Span: spanOf(resp.Span), Payload: resp.Payload, LAC: resp.Lac}, nil
 }
 
-// Scan calls fn for entries first..last in order, streaming from one store
-// and switching to the next member at the first entry it cannot serve.
+// Scan calls fn for entries first..last, each once and in order, streaming
+// from one store and switching to the next member at the first entry it
+// cannot serve: an answer other than PRESENT, a broken stream, or no entry
+// for ReaderOptions.Silence. The next member's stream starts at the entry
+// the scan has reached. Scan fails (ErrUnreadable) once every member, Passes
+// times round, has failed without serving an entry; an error from fn ends
+// the scan and is returned as it is.
 func (r *Reader) Scan(ctx context.Context, first, last int64, fn func(Entry) error) error {
 	if first < 0 || last > r.bound {
 		return fmt.Errorf("ledger %d scan [%d, %d] (last %d): %w", r.meta.ID, first, last, r.bound, ErrBeyondLast)
@@ -183,30 +198,61 @@ type callbackError struct{ err error }
 
 func (e *callbackError) Error() string { return e.err.Error() }
 
+// silenceError is why a scan left a store that sent nothing for a while.
+type silenceError struct {
+	store   string
+	entry   int64
+	silence time.Duration
+}
+
+func (e *silenceError) Error() string {
+	return fmt.Sprintf("store %s sent no entry %d for %v", e.store, e.entry, e.silence)
+}
+
+// errSilent is the cause of a stream cancelled for its silence.
+var errSilent = errors.New("ledger: store silent")
+
+// scanFrom streams entries *next..last from member i into fn, advancing
+// *next past each entry fn took. The stream is cancelled when it has been
+// silent for r.opts.Silence; the time fn takes does not count.
 func (r *Reader) scanFrom(ctx context.Context, i int, next *int64, last int64, fn func(Entry) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := r.clients[i].ReadEntries(ctx, &walpb.ReadEntriesRequest{
+	store := r.meta.Ensemble[i].StoreID
+	streamCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	silent := time.AfterFunc(r.opts.Silence, func() { cancel(errSilent) })
+	defer silent.Stop()
+	streamErr := func(err error) error {
+		if context.Cause(streamCtx) == errSilent {
+			return &silenceError{store: store, entry: *next, silence: r.opts.Silence}
+		}
+		return err
+	}
+	stream, err := r.clients[i].ReadEntries(streamCtx, &walpb.ReadEntriesRequest{
 		LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation, FirstEntry: *next, LastEntry: last,
 	})
 	if err != nil {
-		return err
+		return streamErr(err)
 	}
 	for *next <= last {
 		resp, err := stream.Recv()
 		if err == io.EOF {
-			return fmt.Errorf("store %s ended the stream at entry %d", r.meta.Ensemble[i].StoreID, *next)
+			return fmt.Errorf("store %s ended the stream at entry %d", store, *next)
 		}
 		if err != nil {
-			return err
+			return streamErr(err)
 		}
 		if resp.Status != walpb.EntryStatus_PRESENT || resp.EntryId != *next {
-			return fmt.Errorf("store %s: entry %d: %s %s", r.meta.Ensemble[i].StoreID, *next, resp.Status, resp.Message)
+			return fmt.Errorf("store %s: entry %d: %s %s", store, *next, resp.Status, resp.Message)
+		}
+		if !silent.Stop() {
+			// Fell silent just as the entry came: the next member serves it.
+			return streamErr(errSilent)
 		}
 		if err := fn(Entry{ID: *next, Span: spanOf(resp.Span), Payload: resp.Payload, LAC: resp.Lac}); err != nil {
 			return &callbackError{err}
 		}
 		*next++
+		silent.Reset(r.opts.Silence)
 	}
 	return nil
 }
