@@ -159,6 +159,10 @@ func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, resumed
 	cancel()
 	cli.Close()
 
+	// Every node's reader follows the commit map on its own: wait until
+	// they all report one C, then read each node and cut every read to
+	// that C, so the reads compare the same range.
+	common, settled := settleCommitted(t, cluster, end)
 	var reads []TimedRead
 	for _, n := range cluster.Nodes {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -168,6 +172,14 @@ func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, resumed
 		if err != nil {
 			t.Fatalf("full read from %s: %v", n.Name, err)
 		}
+		if settled && read.Committed < common {
+			t.Errorf("full read from %s ends at %d, below the C %d every node reported", n.Name, read.Committed, common)
+		} else if settled {
+			if read.Committed > common {
+				t.Logf("full read from %s ends at %d, cut to the common C %d", n.Name, read.Committed, common)
+			}
+			read = read.Below(common)
+		}
 		reads = append(reads, TimedRead{Read: read, Started: started, Finished: time.Now()})
 	}
 	for i := 1; i < len(reads); i++ {
@@ -175,7 +187,7 @@ func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, resumed
 			t.Errorf("full reads of %s and %s differ: %v", cluster.Nodes[0].Name, cluster.Nodes[i].Name, err)
 		}
 		if reads[i].Read.Committed != reads[0].Read.Committed {
-			t.Logf("full reads end at different C: %s %d, %s %d", cluster.Nodes[0].Name, reads[0].Read.Committed, cluster.Nodes[i].Name, reads[i].Read.Committed)
+			t.Errorf("full reads end at different C: %s %d, %s %d", cluster.Nodes[0].Name, reads[0].Read.Committed, cluster.Nodes[i].Name, reads[i].Read.Committed)
 		}
 	}
 	report, violations := history.Check(ops, reads[0].Read)
@@ -197,6 +209,56 @@ func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, resumed
 		t.Error("porcupine: the history is not linearizable against the log model")
 	}
 	printUnavailability(t, ops, faults, resumed)
+}
+
+// settleCommitted waits (up to resumeBound) until every node's
+// Admin/Status reports the same C, at least end, twice in a row, and
+// returns it. It logs each node's C as first seen and how long they took
+// to agree; if they never do, it reports the nodes' last C as an error
+// (a reader that stays behind the commit map) and returns false.
+func settleCommitted(t *testing.T, cluster *Cluster, end uint64) (uint64, bool) {
+	t.Helper()
+	started := time.Now()
+	deadline := started.Add(resumeBound)
+	status := func() []uint64 {
+		out := make([]uint64, len(cluster.Nodes))
+		for i, n := range cluster.Nodes {
+			c, err := client.Dial(n.GRPCAddr)
+			if err != nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if st, err := c.Status(ctx); err == nil {
+				out[i] = st.Committed
+			}
+			cancel()
+			c.Close()
+		}
+		return out
+	}
+	describe := func(cs []uint64) string {
+		var parts []string
+		for i, c := range cs {
+			parts = append(parts, fmt.Sprintf("%s %d", cluster.Nodes[i].Name, c))
+		}
+		return strings.Join(parts, ", ")
+	}
+	first := status()
+	prev := first
+	for {
+		time.Sleep(50 * time.Millisecond)
+		cs := status()
+		if slices.Equal(cs, prev) && slices.Min(cs) == slices.Max(cs) && cs[0] >= end {
+			t.Logf("nodes' C first seen: %s; all at %d after %s", describe(first), cs[0], time.Since(started).Round(time.Millisecond))
+			return cs[0], true
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the nodes' C never agreed within %s (end of acknowledged offsets %d): first %s, last %s",
+				resumeBound, end, describe(first), describe(cs))
+			return 0, false
+		}
+		prev = cs
+	}
 }
 
 func verdict(r porcupine.CheckResult) string {

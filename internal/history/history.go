@@ -223,3 +223,15 @@ func (c *checker) checkRealTime(ops []Op) {
 		}
 	}
 }
+
+// Below is r cut to [0, end): the messages and holes below end, with
+// Committed = end. end must not exceed r.Committed.
+func (r Read) Below(end uint64) Read {
+	out := Read{Messages: below(r.Messages, end), Committed: end}
+	for _, h := range r.Holes {
+		if h[0] < end {
+			out.Holes = append(out.Holes, [2]uint64{h[0], min(h[1], end)})
+		}
+	}
+	return out
+}

@@ -98,3 +98,14 @@ func TestRecorderRejectsConflictingAcks(t *testing.T) {
 		t.Fatal("an ack of an unsent message was accepted")
 	}
 }
+
+func TestReadBelow(t *testing.T) {
+	_, read := goodHistory()
+	cut := read.Below(3)
+	if cut.Committed != 3 || len(cut.Messages) != 2 || len(cut.Holes) != 1 || cut.Holes[0] != [2]uint64{2, 3} {
+		t.Fatalf("below 3: %+v", cut)
+	}
+	if _, errs := Check(nil, read.Below(2)); len(errs) != 0 {
+		t.Fatalf("below 2 is not dense: %v", errs)
+	}
+}
