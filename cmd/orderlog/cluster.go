@@ -94,22 +94,28 @@ func (c *clusterFlags) plan() ([]*clusterNode, error) {
 }
 
 // checkPorts fails, naming the port and its use, when any planned port
-// clashes with another or is taken (by `make run`, say).
+// clashes with another or is taken (by `make run`, say). Clashes are
+// looked for first: they are a mistake in the flags whatever else runs.
 func checkPorts(nodes []*clusterNode) error {
-	seen := map[string]string{}
+	type port struct{ addr, what string }
+	var ports []port
 	for _, n := range nodes {
-		for use, addr := range map[string]string{"gRPC": n.grpcAddr, "HTTP": n.httpAddr, "etcd client": n.etcdClient, "etcd peer": n.etcdPeer} {
-			what := n.name + " " + use
-			if other, dup := seen[addr]; dup {
-				return fmt.Errorf("%s would be both %s and %s: choose other base ports", addr, other, what)
-			}
-			seen[addr] = what
-			l, err := net.Listen("tcp", addr)
-			if err != nil {
-				return fmt.Errorf("%s (%s) is in use — is another orderlog running? (%w)", addr, what, err)
-			}
-			l.Close()
+		ports = append(ports, port{n.grpcAddr, n.name + " gRPC"}, port{n.httpAddr, n.name + " HTTP"},
+			port{n.etcdClient, n.name + " etcd client"}, port{n.etcdPeer, n.name + " etcd peer"})
+	}
+	seen := map[string]string{}
+	for _, p := range ports {
+		if other, dup := seen[p.addr]; dup {
+			return fmt.Errorf("%s would be both %s and %s: choose other base ports", p.addr, other, p.what)
 		}
+		seen[p.addr] = p.what
+	}
+	for _, p := range ports {
+		l, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			return fmt.Errorf("%s (%s) is in use — is another orderlog running? (%w)", p.addr, p.what, err)
+		}
+		l.Close()
 	}
 	return nil
 }
