@@ -55,22 +55,10 @@ func (n *nodeProcess) start() {
 	// The stores' registrations outlive the test's kill: with W = 3 on
 	// three nodes, new ledgers then still find three registered stores
 	// (acknowledged at A = 2) while one node is down.
-	cmd := exec.Command(os.Args[0], "node", "--name", n.name, "--data", n.dataDir,
+	n.cmd = startChild(n.t, n.log, "node", "--name", n.name, "--data", n.dataDir,
 		"--grpc-addr", n.grpcAddr, "--http-addr", n.httpAddr,
 		"--etcd-listen-client", n.etcdClient, "--etcd-listen-peer", n.etcdPeer, "--etcd-initial-cluster", n.cluster,
 		"--store-lease-ttl", "60s", "--ingest-lease-ttl", "60s")
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	cmd.Stdout, cmd.Stderr = n.log, n.log
-	if err := cmd.Start(); err != nil {
-		n.t.Fatal(err)
-	}
-	n.cmd = cmd
-	n.t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
 }
 
 func (n *nodeProcess) kill() {

@@ -67,21 +67,28 @@ func startDev(t *testing.T) (*serverProcess, *client.Client) {
 
 func (s *serverProcess) start() {
 	s.t.Helper()
-	cmd := exec.Command(os.Args[0], "dev", "--data", s.dataDir, "--grpc-addr", s.grpcAddr,
+	s.cmd = startChild(s.t, s.log, "dev", "--data", s.dataDir, "--grpc-addr", s.grpcAddr,
 		"--http-addr", s.httpAddr, "--etcd-addr", "127.0.0.1:0")
+}
+
+// startChild runs this test binary as `orderlog args...` with its output
+// to log. A test that fails half-way must not leave it running: it is
+// killed when the test ends.
+func startChild(t *testing.T, log *os.File, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
-	cmd.Stdout, cmd.Stderr = s.log, s.log
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
-	s.cmd = cmd
-	// A test that fails half-way must not leave a server running.
-	s.t.Cleanup(func() {
+	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		}
 	})
+	return cmd
 }
 
 func (s *serverProcess) kill() {
