@@ -144,8 +144,13 @@ func payloadFor(id uint64, entry int64) []byte {
 func (c *testCluster) writeClosed(t *testing.T, ensemble []ledger.Member, n int64) ledger.Metadata {
 	t.Helper()
 	ctx := context.Background()
+	// Every member acked every entry (its payload handed back) before the
+	// close: a confirmation needs only A of them, and tests look for the
+	// entries in each member's files.
+	acked := make(chan struct{}, n)
 	w, err := ledger.Create(ctx, c.cli, ledger.CreateOptions{Epoch: testEpoch, WriterIncarnation: "ingest-1",
-		Ensemble: ensemble, W: 3, AckQuorum: 2, Tolerate: 1, Stores: c.dialer})
+		Ensemble: ensemble, W: 3, AckQuorum: 2, Tolerate: 1, Stores: c.dialer,
+		Writer: ledger.WriterOptions{ReleasePayload: func([]byte) { acked <- struct{}{} }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +161,15 @@ func (c *testCluster) writeClosed(t *testing.T, ensemble []ledger.Member, n int6
 	}
 	if err := w.WaitConfirmed(ctx, n-1); err != nil {
 		t.Fatal(err)
+	}
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for range n {
+		select {
+		case <-acked:
+		case <-wait.Done():
+			t.Fatal("not every member acked every entry")
+		}
 	}
 	m, err := w.Close(ctx)
 	if err != nil {
