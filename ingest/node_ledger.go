@@ -208,10 +208,17 @@ func (n *Node) appendEntry(a coordinator.Append) (int64, error) {
 	return entry, nil
 }
 
-// checkWriter notices a writer that failed without an append to tell.
+// checkWriter notices a writer that failed without an append to tell, and
+// rolls a ledger that lost an ensemble member for good (DESIGN §4): its
+// later entries would have one copy fewer, and its recovery after the next
+// fault could wait for a store that no longer answers for it.
 func (n *Node) checkWriter() {
-	if n.writer != nil && n.writer.Err() != nil {
+	switch {
+	case n.writer == nil:
+	case n.writer.Err() != nil:
 		n.ledgerFailed(n.writer.ID(), "writer failed: "+n.writer.Err().Error())
+	case n.writer.LostMember() != nil:
+		n.ledgerFailed(n.writer.ID(), "lost a member: "+n.writer.LostMember().Error())
 	}
 }
 

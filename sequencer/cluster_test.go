@@ -30,7 +30,9 @@ type testCluster struct {
 	etcd    *etcdserver.Server
 	cli     *clientv3.Client
 	members []ledger.Member
-	dialer  *ledger.GRPCDialer
+	// chooseCommit, if set, places each new commit ledger (else members).
+	chooseCommit func(context.Context) ([]ledger.Member, error)
+	dialer       *ledger.GRPCDialer
 	mu      sync.Mutex
 	clients []*clientv3.Client
 }
@@ -85,7 +87,7 @@ func (c *testCluster) startStore() ledger.Member {
 
 func (c *testCluster) ledgerControl(cli *clientv3.Client) *LedgerClient {
 	return &LedgerClient{Etcd: cli, Stores: c.dialer, Writer: "sequencer",
-		Replication: CommitReplication{Ensemble: c.members, AckQuorum: 2, Tolerate: 1}}
+		Replication: CommitReplication{Ensemble: c.members, Choose: c.chooseCommit, AckQuorum: 2, Tolerate: 1}}
 }
 
 // testNode is one in-process sequencer node with its own etcd client and

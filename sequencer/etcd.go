@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -132,21 +133,22 @@ func (s *epochStore) commitLedgers(ctx context.Context) (commitLedgerList, int64
 	return list, resp.Kvs[0].ModRevision, nil
 }
 
-// addCommitLedger appends this epoch's commit ledger to the list.
-func (s *epochStore) addCommitLedger(ctx context.Context, list commitLedgerList, modRev int64, id uint64) error {
-	list.Ledgers = append(list.Ledgers, commitLedgerInfo{Epoch: s.epoch, Ledger: id})
+// addCommitLedger appends a commit ledger of this epoch to the list, and
+// returns the list and its new revision.
+func (s *epochStore) addCommitLedger(ctx context.Context, list commitLedgerList, modRev int64, id uint64) (commitLedgerList, int64, error) {
+	list.Ledgers = append(slices.Clip(list.Ledgers), commitLedgerInfo{Epoch: s.epoch, Ledger: id})
 	b, err := json.Marshal(list)
 	if err != nil {
-		return err
+		return list, 0, err
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(s.epochIs(), clientv3.Compare(clientv3.ModRevision(keys.SeqCommitLedgers), "=", modRev)).
 		Then(clientv3.OpPut(keys.SeqCommitLedgers, string(b))).Commit()
 	if err != nil {
-		return fmt.Errorf("record commit ledger: %w", err)
+		return list, 0, fmt.Errorf("record commit ledger: %w", err)
 	}
 	if !resp.Succeeded {
-		return ErrDeposed
+		return list, 0, ErrDeposed
 	}
-	return nil
+	return list, resp.Header.Revision, nil
 }

@@ -21,8 +21,14 @@ type leader struct {
 	ctl    LedgerControl
 	commit CommitLog
 	cm     *commitMap
-	ctx    context.Context
-	cancel context.CancelFunc
+	// electionKey and the commit ledger list (with its etcd revision) are
+	// what a roll (leader_roll.go) creates and records the next commit
+	// ledger with; only the one roll in progress touches list and listRev.
+	electionKey string
+	list        commitLedgerList
+	listRev     int64
+	ctx         context.Context
+	cancel      context.CancelFunc
 
 	lac     atomic.Int64 // the commit ledger's LAC, from OnConfirm
 	confirm chan struct{}
@@ -36,6 +42,9 @@ type leader struct {
 		pending []pendingCommit // appended commit entries not yet confirmed
 		unsent  []Record        // records waiting for an append slot (group commit)
 		deposed bool
+		// rolling is set while the commit ledger is being replaced: no
+		// entry is appended meanwhile.
+		rolling bool
 		// deposedBy says why the leader stepped down, if it did so itself.
 		deposedBy string
 		// lastAppend is when the last commit entry was appended; flushArmed
@@ -75,7 +84,7 @@ func (l *leader) run() {
 			return
 		case <-tick.C:
 			l.mu.Lock()
-			if l.commit.Err() != nil {
+			if !l.mu.rolling && l.commit.Err() != nil {
 				// The commit ledger failed while an entry waited for its
 				// confirmation, so no Append reports it: C would stand
 				// still for good. Step down; the next term starts a new
@@ -86,6 +95,7 @@ func (l *leader) run() {
 			}
 			l.mu.m.Tick(l.now())
 			l.handleLocked()
+			l.maybeRollLocked()
 			l.mu.Unlock()
 		case <-l.confirm:
 			l.applyConfirmed(l.lac.Load())
@@ -107,6 +117,7 @@ func (l *leader) applyConfirmed(lac int64) {
 	}
 	l.mu.pending = l.mu.pending[i:]
 	l.mu.m.Confirmed(maxSeq)
+	l.maybeRollLocked() // before the next append fills pending again
 	l.handleLocked()
 	l.flushCommitsLocked()
 }
@@ -117,7 +128,7 @@ func (l *leader) applyConfirmed(lac int64) {
 const maxCommitsInFlight = 1
 
 func (l *leader) flushCommitsLocked() {
-	if len(l.mu.unsent) == 0 || len(l.mu.pending) >= maxCommitsInFlight || l.mu.deposed {
+	if len(l.mu.unsent) == 0 || len(l.mu.pending) >= maxCommitsInFlight || l.mu.deposed || l.mu.rolling {
 		return
 	}
 	if wait := commitInterval - time.Since(l.mu.lastAppend); wait > 0 && len(l.mu.unsent) < commitEntryRecords {

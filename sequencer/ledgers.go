@@ -26,6 +26,9 @@ type CommitLog interface {
 	// lost), nil while it takes entries. It can be set with no Append to
 	// report it: while an entry waits to be confirmed, none is appended.
 	Err() error
+	// LostMember is why a member of the ensemble dropped out for good,
+	// or nil: the leader then rolls to a new commit ledger.
+	LostMember() error
 }
 
 // LedgerControl is what the sequencer needs from ledgers (DESIGN §4 through
@@ -102,7 +105,8 @@ func (c commitWriter) ID() uint64 { return c.w.ID() }
 func (c commitWriter) Append(p []byte) (int64, error) {
 	return c.w.Append(p, ledger.Span{})
 }
-func (c commitWriter) Err() error { return c.w.Err() }
+func (c commitWriter) Err() error        { return c.w.Err() }
+func (c commitWriter) LostMember() error { return c.w.LostMember() }
 func (c commitWriter) Close(ctx context.Context) error {
 	_, err := c.w.Close(ctx)
 	return err

@@ -220,14 +220,15 @@ func (n *Node) lead(ctx context.Context, sess *concurrency.Session, epoch uint64
 	if err != nil {
 		return err
 	}
-	l := &leader{node: n, epoch: epoch, store: store, ctl: n.cfg.Ledgers, ctx: lctx, cancel: cancel, confirm: make(chan struct{}, 1)}
+	l := &leader{node: n, epoch: epoch, store: store, ctl: n.cfg.Ledgers, ctx: lctx, cancel: cancel, confirm: make(chan struct{}, 1),
+		electionKey: electionKey}
 	l.lac.Store(-1)
 	commit, err := n.cfg.Ledgers.CreateCommitLog(lctx, epoch, electionKey, l.onConfirm)
 	if err != nil {
 		return err
 	}
 	l.commit = commit
-	if err := store.addCommitLedger(lctx, list, listRev, commit.ID()); err != nil {
+	if l.list, l.listRev, err = store.addCommitLedger(lctx, list, listRev, commit.ID()); err != nil {
 		ctx, c := context.WithTimeout(context.Background(), time.Second)
 		commit.Close(ctx)
 		c()

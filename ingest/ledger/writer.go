@@ -166,6 +166,24 @@ func (w *Writer) Err() error {
 	return w.mu.err
 }
 
+// LostMember is why the first ensemble member dropped out of the ledger for
+// good (a wiped store's new incarnation, a conflict, a lag beyond
+// MaxRetained), or nil while every member can still take it. The writer goes
+// on at the ack quorum without it, but the entries from then on have one
+// copy fewer, and a recovery must hear from W−A+1 members that can still
+// answer for the ledger: the owner rolls such a ledger onto a new ensemble
+// (DESIGN §4) instead of writing to it until the next fault.
+func (w *Writer) LostMember() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range w.links {
+		if l.failed != nil {
+			return l.failed
+		}
+	}
+	return nil
+}
+
 // WaitConfirmed blocks until entry is confirmed (LAC ≥ entry), the writer
 // fails or closes, or ctx ends.
 func (w *Writer) WaitConfirmed(ctx context.Context, entry int64) error {

@@ -1,0 +1,80 @@
+package sequencer
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Rolling the commit ledger within a term (DESIGN §4). A commit ledger
+// that lost an ensemble member for good (its store came back wiped, as a
+// new incarnation, or lagged beyond what the writer retains) still takes
+// entries at the ack quorum, but with one copy fewer: after the next fault
+// its recovery could have to wait for the one store that holds its tail.
+// The leader closes it at its LAC and goes on in a new commit ledger of the
+// same epoch, appended to seq/commit-ledgers, instead of writing to it
+// until the next fault.
+
+// rollTimeout bounds one roll; a roll that cannot finish ends the term.
+const rollTimeout = 10 * time.Second
+
+// maybeRollLocked starts a roll when the commit ledger lost a member and no
+// entry waits for its confirmation (a closed ledger's entries are exactly
+// its confirmed ones, so nothing appended is left behind). Records decided
+// meanwhile wait in unsent and go into the new ledger.
+func (l *leader) maybeRollLocked() {
+	if l.mu.rolling || l.mu.deposed || len(l.mu.pending) > 0 {
+		return
+	}
+	lost := l.commit.LostMember()
+	if lost == nil {
+		return
+	}
+	l.mu.rolling = true
+	old := l.commit
+	l.wg.Add(1)
+	go l.roll(old, lost)
+}
+
+// roll replaces old with a new commit ledger, or ends the term.
+func (l *leader) roll(old CommitLog, lost error) {
+	defer l.wg.Done()
+	start := time.Now()
+	next, err := l.replaceCommitLog(old)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.deposeLocked(fmt.Sprintf("roll commit ledger %d: %v", old.ID(), err))
+		return
+	}
+	l.commit = next
+	l.mu.rolling = false
+	l.node.cfg.Logger.Info("sequencer: commit ledger rolled", "epoch", l.epoch, "closed", old.ID(), "opened", next.ID(),
+		"reason", lost.Error(), "took", time.Since(start))
+	l.flushCommitsLocked()
+}
+
+// replaceCommitLog closes old at its LAC, creates the next commit ledger of
+// the epoch and records it in seq/commit-ledgers (compared against the
+// list's revision and the epoch: a newer leader's list is never touched).
+func (l *leader) replaceCommitLog(old CommitLog) (CommitLog, error) {
+	ctx, cancel := context.WithTimeout(l.ctx, rollTimeout)
+	defer cancel()
+	if err := old.Close(ctx); err != nil {
+		return nil, fmt.Errorf("close: %w", err)
+	}
+	// Close reported the old ledger's last confirmation before returning;
+	// the new ledger's entries count from 0 again.
+	l.lac.Store(-1)
+	next, err := l.ctl.CreateCommitLog(ctx, l.epoch, l.electionKey, l.onConfirm)
+	if err != nil {
+		return nil, err
+	}
+	list, rev, err := l.store.addCommitLedger(ctx, l.list, l.listRev, next.ID())
+	if err != nil {
+		_ = next.Close(ctx)
+		return nil, err
+	}
+	l.list, l.listRev = list, rev
+	return next, nil
+}
