@@ -45,8 +45,11 @@ type Node struct {
 	topicsSeen  map[string]bool
 	grantAsked  map[uint64]time.Time // batch id → when its grant was requested
 	initWaiters map[uint64]chan coordinator.InitDone
-	nextInit    uint64
-	encoder     coordinator.Encoder
+	// releaseWaiters are the Release calls waiting for their answer, by
+	// token (numbered with nextInit).
+	releaseWaiters map[uint64]chan coordinator.ProducerReleased
+	nextInit       uint64
+	encoder        coordinator.Encoder
 
 	// closeReasons says why each ledger the node gave up is closed, for the
 	// LedgerClosed event.
@@ -79,7 +82,8 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 		work: make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
 		machine: machine, topicsSeen: make(map[string]bool), grantAsked: make(map[uint64]time.Time),
 		initWaiters: make(map[uint64]chan coordinator.InitDone), closeReasons: make(map[uint64]string),
-		logger: event.OrDiscard(cfg.Logger), events: cfg.Events, metrics: newNodeMetrics(),
+		releaseWaiters: make(map[uint64]chan coordinator.ProducerReleased),
+		logger:         event.OrDiscard(cfg.Logger), events: cfg.Events, metrics: newNodeMetrics(),
 	}
 	reg, err := n.register(ctx, newIncarnation(cfg.NodeName))
 	if err != nil {
@@ -215,6 +219,9 @@ func (n *Node) act(ready *coordinator.Ready) {
 	}
 	for _, done := range ready.InitsDone {
 		n.answerInit(done)
+	}
+	for _, done := range ready.ProducersReleased {
+		n.answerRelease(done)
 	}
 }
 

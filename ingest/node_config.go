@@ -49,6 +49,15 @@ type Config struct {
 	// before the node drops it and finds the leader again. Default
 	// DefaultGrantStreamSilence.
 	GrantStreamSilence time.Duration
+	// ReleaseTimeout bounds a Release call to a producer's previous owner
+	// when the producer moves here; after it the previous owner's etcd
+	// lease is revoked instead. Default DefaultReleaseTimeout.
+	ReleaseTimeout time.Duration
+	// Address is where other nodes reach this node's gRPC services (its
+	// IngestPeer service for Release), published as the value of its
+	// liveness key. Empty: producers move here by revoking the previous
+	// owner's lease.
+	Address string
 	// UnreachableAfter is how long a ledger's store may leave entries
 	// unacknowledged before the writer counts it unreachable (and closes the
 	// ledger if fewer than A stores remain). Default DefaultUnreachableAfter.
@@ -96,7 +105,10 @@ func (c *Config) Validate() error {
 	if c.UnreachableAfter == 0 {
 		c.UnreachableAfter = DefaultUnreachableAfter
 	}
-	if c.GrantStreamSilence < 0 || c.UnreachableAfter < 0 {
+	if c.ReleaseTimeout == 0 {
+		c.ReleaseTimeout = DefaultReleaseTimeout
+	}
+	if c.GrantStreamSilence < 0 || c.UnreachableAfter < 0 || c.ReleaseTimeout < 0 {
 		return errors.New("ingest: timeouts must be positive")
 	}
 	if c.GrantStreamSilence < minGrantStreamSilence {

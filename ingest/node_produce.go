@@ -110,10 +110,9 @@ func (n *Node) InitProducer(ctx context.Context, name string) (*orderlogpb.InitP
 	if err != nil {
 		return nil, apierr.New(apierr.Unavailable, "register producer: %v", err)
 	}
-	if err := n.fenceOwner(ctx, previous.Owner, incarnation); err != nil {
-		return nil, err
+	if rec.Owner == incarnation { // else the takeover hands it over from its live owner
+		n.ownerChanged(rec, previous.Owner, incarnation, start)
 	}
-	n.ownerChanged(rec, previous.Owner, incarnation, start)
 	answer := make(chan coordinator.InitDone, 1)
 	var token uint64
 	if !n.do(func() {

@@ -51,7 +51,7 @@ func (n *Node) register(ctx context.Context, incarnation string) (registration, 
 	if err != nil {
 		return registration{}, fmt.Errorf("ingest lease: %w", err)
 	}
-	if _, err := n.etcd.Put(ctx, keys.Ingest(incarnation), fmt.Sprintf("%d", lease.ID), clientv3.WithLease(lease.ID)); err != nil {
+	if _, err := n.etcd.Put(ctx, keys.Ingest(incarnation), n.cfg.Address, clientv3.WithLease(lease.ID)); err != nil {
 		return registration{}, fmt.Errorf("ingest liveness key: %w", err)
 	}
 	keepAlive, err := n.etcd.KeepAlive(context.Background(), lease.ID)

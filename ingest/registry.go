@@ -36,8 +36,11 @@ const producerRecordVersion = 1
 var errConflict = errors.New("ingest: concurrent change, retry")
 
 // registerProducer bumps the epoch of the producer called name (creating it
-// with epoch 1 if new) and makes owner its owner. It returns the new record
-// and the previous one (zero if new).
+// with epoch 1 and owner as its owner if new). A live owner stays the owner:
+// owner's takeover then takes the producer from it by a Release, or by
+// fencing it (DESIGN.md §6). An owner whose liveness key is gone has nothing
+// to hand over, and owner becomes the owner at once. It returns the new
+// record and the previous one (zero if new).
 func registerProducer(ctx context.Context, cli *clientv3.Client, name, owner string) (producerRecord, producerRecord, error) {
 	for attempt := 0; attempt < 100; attempt++ {
 		next, previous, err := tryRegisterProducer(ctx, cli, name, owner)
@@ -67,9 +70,13 @@ func tryRegisterProducer(ctx context.Context, cli *clientv3.Client, name, owner 
 	}
 	next := previous
 	next.Epoch++
-	next.Gen++
-	next.Owner = owner
-	if err := casProducer(ctx, cli, next, modRevision); err != nil {
+	err = casProducer(ctx, cli, next, modRevision, owner)
+	if errors.Is(err, errNotLive) && next.Owner != owner {
+		next.Owner = owner
+		next.Gen++
+		err = casProducer(ctx, cli, next, modRevision)
+	}
+	if err != nil {
 		return producerRecord{}, producerRecord{}, err
 	}
 	return next, previous, nil
@@ -126,20 +133,23 @@ func getProducer(ctx context.Context, cli *clientv3.Client, id uint64) (producer
 	return rec, resp.Kvs[0].ModRevision, nil
 }
 
-func casProducer(ctx context.Context, cli *clientv3.Client, rec producerRecord, modRevision int64) error {
+// casProducer stores rec if the record is still at modRevision and its
+// owner (and the incarnation caller, if given) is live.
+func casProducer(ctx context.Context, cli *clientv3.Client, rec producerRecord, modRevision int64, caller ...string) error {
 	value, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	txn, err := cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.ModRevision(keys.Producer(rec.ID)), "=", modRevision),
-		ownerLive(rec.Owner),
-	).Then(clientv3.OpPut(keys.Producer(rec.ID), string(value))).Commit()
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(keys.Producer(rec.ID)), "=", modRevision), ownerLive(rec.Owner)}
+	for _, c := range caller {
+		cmps = append(cmps, ownerLive(c))
+	}
+	txn, err := cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(keys.Producer(rec.ID), string(value))).Commit()
 	if err != nil {
 		return fmt.Errorf("update producer %d: %w", rec.ID, err)
 	}
 	if !txn.Succeeded {
-		return conflictOrNotLive(ctx, cli, rec.Owner)
+		return conflictOrNotLive(ctx, cli, append([]string{rec.Owner}, caller...)...)
 	}
 	return nil
 }
@@ -154,13 +164,15 @@ func ownerLive(owner string) clientv3.Cmp {
 }
 
 // conflictOrNotLive tells a failed compare-and-swap's two causes apart.
-func conflictOrNotLive(ctx context.Context, cli *clientv3.Client, owner string) error {
-	resp, err := cli.Get(ctx, keys.Ingest(owner), clientv3.WithKeysOnly())
-	switch {
-	case err != nil:
-		return fmt.Errorf("check the liveness of %s: %w", owner, err)
-	case len(resp.Kvs) == 0:
-		return fmt.Errorf("%s: %w", owner, errNotLive)
+func conflictOrNotLive(ctx context.Context, cli *clientv3.Client, owners ...string) error {
+	for _, owner := range owners {
+		resp, err := cli.Get(ctx, keys.Ingest(owner), clientv3.WithKeysOnly())
+		switch {
+		case err != nil:
+			return fmt.Errorf("check the liveness of %s: %w", owner, err)
+		case len(resp.Kvs) == 0:
+			return fmt.Errorf("%s: %w", owner, errNotLive)
+		}
 	}
 	return errConflict
 }

@@ -56,6 +56,10 @@ func TestAnOwnerWithoutLivenessKeyTakesNothing(t *testing.T) {
 	}
 }
 
+// TestRegisterProducerCreatesThenBumpsEpochAndOwner: a new name gets id,
+// epoch 1 and the caller as owner. Registering it again bumps the epoch; a
+// live owner stays the owner (the caller's takeover then has it hand the
+// producer over), a gone one is replaced by the caller at once.
 func TestRegisterProducerCreatesThenBumpsEpochAndOwner(t *testing.T) {
 	cli := startEtcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -76,8 +80,19 @@ func TestRegisterProducerCreatesThenBumpsEpochAndOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.ID != 1 || again.Epoch != 2 || again.Owner != "node-b" || again.Gen != 2 || previous.Owner != "node-a" {
-		t.Fatalf("again %+v previous %+v", again, previous)
+	if again.ID != 1 || again.Epoch != 2 || again.Owner != "node-a" || again.Gen != 1 || previous.Owner != "node-a" {
+		t.Fatalf("again %+v previous %+v: want epoch 2, still owned by the live node-a", again, previous)
+	}
+	taken, from, err := takeOwnership(ctx, cli, again.ID, again.Epoch, "node-b")
+	if err != nil || taken.Owner != "node-b" || taken.Gen != 2 || from != "node-a" {
+		t.Fatalf("takeover %+v from %q: %v", taken, from, err)
+	}
+	if _, err := cli.Delete(ctx, keys.Ingest("node-b")); err != nil {
+		t.Fatal(err)
+	}
+	third, _, err := registerProducer(ctx, cli, "orders-app", "node-a")
+	if err != nil || third.Epoch != 3 || third.Owner != "node-a" || third.Gen != 3 {
+		t.Fatalf("registered after its owner's lease is gone: %+v %v, want node-a the owner at once", third, err)
 	}
 }
 
@@ -156,7 +171,11 @@ func TestStateLedgerFollowsTheOwnerEvenToALowerLedgerID(t *testing.T) {
 	if err := recordStateLedger(ctx, cli, rec.ID, "node-a", 50); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := registerProducer(ctx, cli, "orders-app", "node-b"); err != nil {
+	again, _, err := registerProducer(ctx, cli, "orders-app", "node-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := takeOwnership(ctx, cli, rec.ID, again.Epoch, "node-b"); err != nil {
 		t.Fatal(err)
 	}
 	if err := recordStateLedger(ctx, cli, rec.ID, "node-b", 40); err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"orderlog/ingest/coordinator"
+	"orderlog/ingest/producer"
 	"orderlog/internal/apierr"
 	"orderlog/internal/event"
 )
@@ -22,9 +23,9 @@ func (n *Node) doFor(incarnation string, fn func()) {
 }
 
 // takeover makes incarnation the producer's owner if the epoch asked is
-// current, fences the previous owner, and rebuilds the producer's state
-// from the ledgers (DESIGN.md §6); the machine decides what the outcome
-// means.
+// current, has the previous owner hand it over (or fences it, and then
+// rebuilds the producer's state from the ledgers: DESIGN.md §6); the
+// machine decides what the outcome means.
 func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -35,13 +36,18 @@ func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 	if err == nil && rec.Epoch != t.Epoch {
 		err = coordinator.StaleEpochError(t.Producer, t.Epoch, rec.Epoch)
 	}
+	var released *producer.State
 	if err == nil {
-		err = n.fenceOwner(ctx, previousOwner, incarnation)
+		released, err = n.handOver(ctx, t.Producer, n.holders(ctx, previousOwner, rec.StateLedger), incarnation)
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case released != nil:
+		result.State = *released
+	default:
 		result.State, err = rebuildProducer(ctx, n.etcd, n.stores, t.Producer, rec.StateLedger, n.cfg.DedupWindow)
-		result.State.Epoch = rec.Epoch
 	}
+	result.State.Epoch = rec.Epoch
 	if errors.Is(err, errUnknownProducer) {
 		err = apierr.New(apierr.UnknownProducer, "producer %d is not registered: call InitProducer", t.Producer)
 	} else if err != nil && apierr.As(err).Code == apierr.Internal {
@@ -78,17 +84,14 @@ func (n *Node) recordState(r coordinator.StateRecord, incarnation string) {
 	n.doFor(incarnation, func() { n.machine.StateRecorded(r.Producer, err) })
 }
 
-// registerBucket registers an idempotency bucket's producer with
-// incarnation as its owner, fencing the previous owner.
+// registerBucket registers an idempotency bucket's producer (a new epoch);
+// the takeover that follows hands it over from its owner.
 func (n *Node) registerBucket(index int, incarnation string) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rec, previous, err := registerProducer(ctx, n.etcd, coordinator.BucketName(index), incarnation)
-	if err == nil {
-		err = n.fenceOwner(ctx, previous.Owner, incarnation)
-	}
-	if err == nil {
+	if err == nil && rec.Owner == incarnation {
 		n.ownerChanged(rec, previous.Owner, incarnation, start)
 	}
 	n.doFor(incarnation, func() {

@@ -29,6 +29,7 @@ type Machine struct {
 	buckets    [IdempotencyBuckets]*keyBucket
 	bucketOf   map[uint64]*keyBucket // by the bucket's producer id
 	inits      []*pendingInit        // in arrival order
+	releases   []pendingRelease      // in arrival order
 	// refusedInARow counts grant refusals since the last grant: each one
 	// closes the ledger, and the next is opened only after a pause that
 	// grows with it (RefusalPause).
@@ -109,6 +110,8 @@ type Ready struct {
 	RegisterBuckets []int
 	// InitsDone answer InitProducer calls.
 	InitsDone []InitDone
+	// ProducersReleased answer ReleaseProducer calls.
+	ProducersReleased []ProducerReleased
 }
 
 // Append is one ledger entry to write: a batch, or a snapshot of producer
@@ -146,7 +149,7 @@ func (r *Ready) Empty() bool {
 	return len(r.GrantRequests) == 0 && len(r.Appends) == 0 && len(r.Written) == 0 && len(r.Unused) == 0 &&
 		len(r.LedgersClosed) == 0 && len(r.Acked) == 0 && len(r.Logged) == 0 && len(r.Answers) == 0 &&
 		len(r.Releases) == 0 && r.OpenLedger == nil && len(r.CloseLedgers) == 0 && len(r.Takeovers) == 0 &&
-		len(r.RecordStates) == 0 && len(r.RegisterBuckets) == 0 && len(r.InitsDone) == 0
+		len(r.RecordStates) == 0 && len(r.RegisterBuckets) == 0 && len(r.InitsDone) == 0 && len(r.ProducersReleased) == 0
 }
 
 // Ready drives the pipeline until it has nothing more to say and returns
@@ -154,6 +157,7 @@ func (r *Ready) Empty() bool {
 func (m *Machine) Ready() Ready {
 	for {
 		m.answerInits() // a bucket's answer queues its held frames
+		m.answerReleases()
 		out := m.pipe.Ready()
 		if out.Empty() {
 			break

@@ -39,6 +39,10 @@ func (m *Machine) Produce(f *Frame) {
 // state, answers duplicates and queues the new messages.
 func (m *Machine) produceOwned(f *Frame) {
 	req := f.Request
+	if s := m.producers[req.ProducerId]; s != nil && s.releasing {
+		m.refuse(f, movedError(req.ProducerId))
+		return
+	}
 	decision, err := m.table.Check(req.ProducerId, req.Epoch, req.FirstSeq, len(req.Messages))
 	if err != nil {
 		var refusal *producer.RefusalError

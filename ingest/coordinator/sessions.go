@@ -29,6 +29,9 @@ type session struct {
 	snapshotLedger uint64
 	snapshotEntry  int64
 	recording      bool
+	// releasing: the next owner asked for the producer (ReleaseProducer);
+	// its frames are refused until it is handed over.
+	releasing bool
 }
 
 // pendingInit is an InitProducer waiting for its producer's session to be
@@ -192,7 +195,7 @@ func (m *Machine) answerInits() {
 	kept := m.inits[:0]
 	for _, p := range m.inits {
 		s, ok := m.producers[p.producer]
-		if !ok || !s.ready || m.table.InFlight(p.producer) > 0 {
+		if !ok || !s.ready || s.releasing || m.table.InFlight(p.producer) > 0 { // a release answers it with its refusal
 			kept = append(kept, p)
 			continue
 		}

@@ -161,13 +161,14 @@ func TestSimulation(t *testing.T) {
 		total.appendFailures += w.stats.appendFailures
 		total.leaseLosses += w.stats.leaseLosses
 		total.moves += w.stats.moves
+		total.released += w.stats.released
 	}
 	t.Logf("%d seeds: %+v", seeds, total)
 	// A schedule that never crashes or closes tests little: make sure the
 	// weights still produce every kind of trouble.
 	if total.acked < uint64(seeds)*20 || total.crashes < uint64(seeds) || total.takeovers < uint64(seeds)*5 ||
 		total.closes < uint64(seeds)*2 || total.appendFailures < uint64(seeds)/10 || total.refusals < uint64(seeds) ||
-		total.leaseLosses < uint64(seeds)/2 || total.moves < uint64(seeds) {
+		total.leaseLosses < uint64(seeds)/2 || total.moves < uint64(seeds) || total.released < uint64(seeds)/2 {
 		t.Fatalf("weak schedules: %+v", total)
 	}
 }

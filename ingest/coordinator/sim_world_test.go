@@ -27,9 +27,10 @@ import (
 // a retry gets the original offset, no offset and no (producer, seq) is
 // logged twice, each producer's seqs become durable in order without a gap.
 //
-// A producer moves to another node only when its node crashed: handing a
-// producer over from a live owner is DESIGN.md §6's Release protocol,
-// which the machine does not have yet.
+// A producer moves to another node when its node crashed, or while its
+// owner lives (a client that moved, InitProducer elsewhere): the new owner
+// asks the live owner to release it (DESIGN.md §6) and, when that fails or
+// takes too long, revokes the owner's lease and rebuilds from the ledgers.
 
 // simWorld is the whole simulated system.
 type simWorld struct {
@@ -50,6 +51,9 @@ type simWorld struct {
 	}
 	nextOffset uint64
 	tokens     uint64 // InitProducer tokens handed out
+	// releases are the takeovers waiting for their previous owner's
+	// ReleaseProducer answer, by token.
+	releases map[uint64]*simRelease
 	// revoked are the incarnations whose etcd lease is gone: they can
 	// create no ledger and their grant sessions are dead.
 	revoked map[string]bool
@@ -63,7 +67,17 @@ type simWorld struct {
 }
 
 type simStats struct {
-	acked, refusals, crashes, takeovers, closes, appendFailures, leaseLosses, moves uint64
+	acked, refusals, crashes, takeovers, closes, appendFailures, leaseLosses, moves, released uint64
+}
+
+// simRelease is a takeover waiting for the previous owner to release the
+// producer.
+type simRelease struct {
+	to   *simNode
+	inc  string // to's incarnation that takes the producer over
+	from string // the previous owner's incarnation
+	t    Takeover
+	rec  *simProducerRecord
 }
 
 // simLedger is a ledger in miniature (DESIGN.md §4): its writer appends
@@ -137,6 +151,7 @@ func newSimWorld(t testing.TB, seed uint64) *simWorld {
 	w := &simWorld{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	w.ledger.all = make(map[uint64]*simLedger)
 	w.revoked = make(map[string]bool)
+	w.releases = make(map[uint64]*simRelease)
 	w.etcd.producers = make(map[uint64]*simProducerRecord)
 	w.etcd.byName = make(map[string]uint64)
 	w.check = newSimChecker(w)
@@ -184,6 +199,7 @@ func (w *simWorld) crash(n *simNode) {
 	w.revoked[n.incarnation] = true // its lease expires
 	w.stats.crashes++
 	n.alive = false
+	w.failReleasesFrom(n)
 	for _, c := range w.clients {
 		if c.node == n.slot {
 			c.lost(w)
@@ -248,10 +264,13 @@ func (w *simWorld) act(n *simNode, rd *Ready) {
 	for _, t := range rd.Takeovers {
 		inc := n.incarnation
 		w.later(n, fmt.Sprintf("takeover p%d@%d", t.Producer, t.Epoch), func(current bool) {
-			if r := w.takeover(inc, t); current {
+			if r, waiting := w.takeover(n, inc, t); current && !waiting {
 				n.m.TakeoverDone(r)
 			}
 		})
+	}
+	for _, r := range rd.ProducersReleased {
+		w.released(r)
 	}
 	for _, r := range rd.RecordStates {
 		inc := n.incarnation
@@ -445,7 +464,8 @@ func (w *simWorld) answerGrant(n *simNode) bool {
 }
 
 // register is InitProducer's etcd part: the name's record gets a new
-// epoch and n as its owner.
+// epoch; a live owner stays the owner (the takeover that follows takes it
+// over), a gone one is replaced by n.
 func (w *simWorld) register(name string, incarnation string) (*simProducerRecord, error) {
 	if w.revoked[incarnation] { // the record may name only a live owner
 		w.logf("%s cannot register %s: its lease is gone", incarnation, name)
@@ -460,39 +480,163 @@ func (w *simWorld) register(name string, incarnation string) (*simProducerRecord
 	}
 	rec := w.etcd.producers[id]
 	rec.epoch++
-	w.fenceOwner(rec.owner, incarnation)
-	rec.owner = incarnation
+	if rec.owner == "" || w.revoked[rec.owner] {
+		rec.owner = incarnation
+	}
 	w.logf("%s registers %s: producer %d epoch %d", incarnation, name, id, rec.epoch)
 	return rec, nil
 }
 
 // takeover is the etcd and ledger part of a Takeover: ownership at the
-// asked epoch, then the state rebuilt from the ledgers (recovering the
+// asked epoch, then a live previous owner asked to release the producer
+// (waiting: the answer comes later, through released), or the state
+// rebuilt from the ledgers (fencing the previous owner, recovering the
 // old writer's unclosed ones).
-func (w *simWorld) takeover(incarnation string, t Takeover) TakeoverResult {
+func (w *simWorld) takeover(n *simNode, incarnation string, t Takeover) (result TakeoverResult, waiting bool) {
 	w.stats.takeovers++
 	rec := w.etcd.producers[t.Producer]
-	result := TakeoverResult{Producer: t.Producer, Epoch: t.Epoch}
+	result = TakeoverResult{Producer: t.Producer, Epoch: t.Epoch}
 	if rec == nil {
 		result.Err = apierr.New(apierr.UnknownProducer, "producer %d is not registered", t.Producer)
-		return result
+		return result, false
 	}
 	result.Current = rec.epoch
 	if w.revoked[incarnation] || w.rng.IntN(30) == 0 {
 		w.logf("etcd fails %s's takeover of p%d", incarnation, t.Producer)
 		result.Err = apierr.New(apierr.Unavailable, "etcd is unavailable")
-		return result
+		return result, false
 	}
 	if rec.epoch != t.Epoch {
 		result.Err = StaleEpochError(t.Producer, t.Epoch, rec.epoch)
-		return result
+		return result, false
 	}
-	w.fenceOwner(rec.owner, incarnation)
+	previous := rec.owner
 	rec.owner = incarnation
+	// The holders that may still log it: the previous owner, and the writer
+	// of its state ledger (an owner that took it over and died before it
+	// settled left that one releasing it, named by no record).
+	holders := []string{previous}
+	if rec.stateLedger != 0 && w.ledger.all[rec.stateLedger].writer != previous {
+		holders = append(holders, w.ledger.all[rec.stateLedger].writer)
+	}
+	var ask *simRelease
+	for _, h := range holders {
+		if h == "" || h == incarnation {
+			continue
+		}
+		if owner := w.liveNode(h); owner != nil && ask == nil && w.rng.IntN(4) != 0 {
+			ask = &simRelease{to: n, inc: incarnation, from: h, t: t, rec: rec}
+			w.askRelease(owner, ask)
+			continue
+		}
+		w.fenceOwner(h, incarnation)
+	}
+	if ask != nil {
+		return result, true
+	}
+	return w.rebuiltTakeover(incarnation, "", t, rec), false
+}
+
+// rebuiltTakeover fences a holder that did not release the producer (""
+// when every holder is fenced already) and rebuilds the producer's state
+// from the ledgers.
+func (w *simWorld) rebuiltTakeover(incarnation, holder string, t Takeover, rec *simProducerRecord) TakeoverResult {
+	w.fenceOwner(holder, incarnation)
+	result := TakeoverResult{Producer: t.Producer, Epoch: t.Epoch, Current: rec.epoch}
 	result.State = w.rebuild(t.Producer, rec.stateLedger)
 	result.State.Epoch = rec.epoch
 	w.logf("%s takes p%d over at epoch %d: next seq %d", incarnation, t.Producer, t.Epoch, result.State.DurableNext)
 	return result
+}
+
+// liveNode is the node whose current, unrevoked incarnation is inc.
+func (w *simWorld) liveNode(inc string) *simNode {
+	for _, n := range w.nodes {
+		if n.alive && n.incarnation == inc && !w.revoked[inc] {
+			return n
+		}
+	}
+	return nil
+}
+
+// askRelease sends the previous owner a Release; now and then the new
+// owner also gives up waiting before the answer (its timeout).
+func (w *simWorld) askRelease(owner *simNode, r *simRelease) {
+	w.tokens++
+	token := w.tokens
+	w.releases[token] = r
+	w.logf("%s asks %s to release p%d (token %d)", r.inc, r.from, r.t.Producer, token)
+	w.later(owner, fmt.Sprintf("release p%d", r.t.Producer), func(current bool) {
+		if !current {
+			w.releaseFailed(token, "the previous owner lost its lease")
+			return
+		}
+		owner.m.ReleaseProducer(r.t.Producer, token)
+	})
+	if w.rng.IntN(8) == 0 {
+		w.later(r.to, fmt.Sprintf("release p%d times out", r.t.Producer), func(bool) { w.releaseFailed(token, "timed out") })
+	}
+}
+
+// released is the previous owner's answer to a Release.
+func (w *simWorld) released(answer ProducerReleased) {
+	r := w.releases[answer.Token]
+	if r == nil {
+		return // the new owner stopped waiting
+	}
+	if answer.Err != nil {
+		w.releaseFailed(answer.Token, answer.Err.Error())
+		return
+	}
+	delete(w.releases, answer.Token)
+	w.stats.released++
+	w.logf("%s released p%d to %s: next seq %d", r.from, r.t.Producer, r.inc, answer.State.DurableNext)
+	w.deliverTakeover(r, func() TakeoverResult {
+		state := answer.State
+		state.Epoch = r.rec.epoch
+		return TakeoverResult{Producer: r.t.Producer, Epoch: r.t.Epoch, Current: r.rec.epoch, State: state}
+	})
+}
+
+// releaseFailed ends a Release that was refused, timed out or lost with its
+// node: the new owner fences the previous one and rebuilds instead.
+func (w *simWorld) releaseFailed(token uint64, why string) {
+	r := w.releases[token]
+	if r == nil {
+		return
+	}
+	delete(w.releases, token)
+	w.logf("release of p%d to %s failed (%s): fencing %s", r.t.Producer, r.inc, why, r.from)
+	w.deliverTakeover(r, func() TakeoverResult { return w.rebuiltTakeover(r.inc, r.from, r.t, r.rec) })
+}
+
+// failReleasesFrom fails the Releases a crashed node will never answer
+// (asked of any of its incarnations: the crash drops every event it had
+// pending), in token order.
+func (w *simWorld) failReleasesFrom(n *simNode) {
+	var tokens []uint64
+	for token, r := range w.releases {
+		if strings.HasPrefix(r.from, fmt.Sprintf("n%d.", n.slot)) {
+			tokens = append(tokens, token)
+		}
+	}
+	slices.Sort(tokens)
+	for _, token := range tokens {
+		w.releaseFailed(token, n.incarnation+" crashed")
+	}
+}
+
+// deliverTakeover hands a waiting takeover its outcome, later, if the
+// incarnation that started it is still the node's.
+func (w *simWorld) deliverTakeover(r *simRelease, outcome func() TakeoverResult) {
+	if !r.to.alive || r.to.incarnation != r.inc {
+		return
+	}
+	w.later(r.to, fmt.Sprintf("takeover p%d done", r.t.Producer), func(current bool) {
+		if result := outcome(); current {
+			r.to.m.TakeoverDone(result)
+		}
+	})
 }
 
 func (w *simWorld) rebuild(id, stateLedger uint64) producer.State {

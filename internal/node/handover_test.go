@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,11 +23,12 @@ type producedAck struct {
 
 // TestInitProducerOnAnotherNodeFencesTheLiveOwner: a producer registers
 // again on a second ingest node while its first owner is alive and its old
-// instance keeps producing there (DESIGN.md §6). The new owner revokes the
-// old owner's lease before it takes the producer over, so the old owner can
-// log nothing more for it: no (producer, seq) is logged twice, the old
-// instance has no acknowledged offset above the new instance's first, and
-// every acknowledged message is read back at its offset.
+// instance keeps producing there (DESIGN.md §6). The new owner has the old
+// owner release it (or revokes the old owner's lease) before it takes the
+// producer over, so the old owner can log nothing more for it: no
+// (producer, seq) is logged twice, the old instance has no acknowledged
+// offset above the new instance's first, and every acknowledged message is
+// read back at its offset.
 func TestInitProducerOnAnotherNodeFencesTheLiveOwner(t *testing.T) {
 	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -127,4 +130,99 @@ func TestInitProducerOnAnotherNodeFencesTheLiveOwner(t *testing.T) {
 		}
 	}
 	t.Logf("old instance: %d acks; new instance from offset %d", len(oldAcks), newAcks[0].offset)
+}
+
+// TestAProducerMoveLeavesTheOldOwnersOtherProducersAlone: producers move
+// from node a to node b (an InitProducer there, and an Idempotency-Key
+// bucket taken by b's HTTP API) while another producer keeps producing on
+// a. a hands each of them over by Release: it keeps its etcd lease and its
+// incarnation, and the other producer is never refused. Before, every move
+// revoked a's lease, and with it every producer a owned (in the chaos runs,
+// HTTP clients that moved on errors reset two nodes back and forth).
+func TestAProducerMoveLeavesTheOldOwnersOtherProducersAlone(t *testing.T) {
+	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	start := func(roles Roles) *Server { return startNodeOn(t, etcd, roles, ingest.Config{}, Replication{}) }
+	seq := start(Roles{Sequencer: true, Reader: true})
+	defer seq.Close()
+	a, b := start(Roles{Ingest: true}), start(Roles{Ingest: true})
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitAllReady(t, ctx, seq, a, b)
+	incarnation := a.ingest.Incarnation()
+
+	bystander, err := dial(t, a).NewProducer(ctx, "bystander", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bystander.Close()
+	stop := make(chan struct{})
+	refused := make(chan error, 1)
+	done := make(chan int)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := bystander.Produce(ctx, msg("t", "", fmt.Sprint(n))); err != nil {
+				refused <- err
+				return
+			}
+			n++
+		}
+	}()
+
+	for i := range 3 {
+		name := fmt.Sprintf("mover-%d", i)
+		p, err := dial(t, a).NewProducer(ctx, name, client.ProducerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Produce(ctx, msg("t", "", "on a")); err != nil {
+			t.Fatal(err)
+		}
+		moved, err := dial(t, b).NewProducer(ctx, name, client.ProducerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := moved.Produce(ctx, msg("t", "", "on b")); err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+		moved.Close()
+	}
+	key := map[string]string{"Idempotency-Key": "order-17"}
+	var first string
+	for i, s := range []*Server{a, b, a} {
+		code, _, raw := httpDo(t, "POST", "http://"+s.HTTPAddr()+"/v1/messages", `{"topic":"t","payload":"keyed"}`, key)
+		offset := regexp.MustCompile(`"offset":\d+`).FindString(raw)
+		switch {
+		case code != 200 || offset == "":
+			t.Fatalf("keyed POST to %s: %d %s", s.HTTPAddr(), code, raw)
+		case i == 0:
+			first = offset
+		case offset != first || !strings.Contains(raw, `"duplicate":true`):
+			t.Fatalf("keyed POST retried on %s: %s, want the duplicate of %s", s.HTTPAddr(), raw, first)
+		}
+	}
+	close(stop)
+	n := <-done
+	select {
+	case err := <-refused:
+		t.Fatalf("the bystander on the old owner was refused after %d messages: %v", n, err)
+	default:
+	}
+	if got := a.ingest.Incarnation(); got != incarnation {
+		t.Fatalf("node a went from incarnation %s to %s: its lease was lost", incarnation, got)
+	}
+	t.Logf("the bystander produced %d messages on a while producers moved away from it", n)
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"orderlog/internal/event"
+	"orderlog/proto/ingestpb"
 	"orderlog/proto/orderlogpb"
 	"orderlog/proto/sequencerpb"
 	"orderlog/proto/walpb"
@@ -51,7 +52,7 @@ func (s *Server) roles() []roleReadiness {
 		out = append(out, roleReadiness{"store", []string{walpb.WAL_ServiceDesc.ServiceName}, s.storeReady()})
 	}
 	if s.ingest != nil {
-		out = append(out, roleReadiness{"ingest", []string{orderlogpb.Producer_ServiceDesc.ServiceName}, s.ingest.Ready()})
+		out = append(out, roleReadiness{"ingest", []string{orderlogpb.Producer_ServiceDesc.ServiceName, ingestpb.IngestPeer_ServiceDesc.ServiceName}, s.ingest.Ready()})
 	}
 	if s.reader != nil {
 		out = append(out, roleReadiness{"reader", []string{orderlogpb.Reader_ServiceDesc.ServiceName}, s.readerReady()})

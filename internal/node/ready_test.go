@@ -63,7 +63,7 @@ func TestEveryRoleServesHealthAndReflection(t *testing.T) {
 		services []string
 	}{
 		{"reader", rd, []string{"orderlog.v1.Reader"}},
-		{"ingest", in, []string{"orderlog.v1.Producer", "orderlog.v1.Reader", "orderlog.wal.v1.WAL"}},
+		{"ingest", in, []string{"orderlog.ingest.v1.IngestPeer", "orderlog.v1.Producer", "orderlog.v1.Reader", "orderlog.wal.v1.WAL"}},
 		{"sequencer", seq, []string{"orderlog.sequencer.v1.Sequencer"}},
 	} {
 		if code, body := httpGet(t, tc.server, "/readyz"); code != http.StatusOK {

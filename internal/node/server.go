@@ -292,6 +292,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 	}
 	if s.cfg.Roles.Ingest {
 		s.cfg.Ingest.LocalStore = s.store.StoreID()
+		s.cfg.Ingest.Address = s.GRPCAddr()
 		chooser := func(ctx context.Context, w int) ([]ledger.Member, error) {
 			return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
 		}
@@ -300,6 +301,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 			return err
 		}
 		ingest.NewProducerService(s.ingest).Register(s.grpc)
+		ingest.NewPeerService(s.ingest).Register(s.grpc)
 	}
 	if s.cfg.Roles.Reader || s.cfg.Roles.Ingest { // the HTTP API reads through a local reader
 		commits := reader.NewCommitMap()

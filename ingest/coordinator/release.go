@@ -1,0 +1,90 @@
+package coordinator
+
+import (
+	"orderlog/ingest/producer"
+	"orderlog/internal/apierr"
+)
+
+// Handing a producer over to its next owner (DESIGN.md §6). Another node
+// took the producer over in etcd and asks this node, the owner before, to
+// release it, instead of revoking this node's lease (which costs every
+// producer it owns). The previous owner stops taking the producer's frames,
+// waits until none of its messages is in flight, answers with the
+// producer's state — every message it logged for it, durable — and forgets
+// the producer: it never logs another message of it. The next owner goes on
+// from that state without reading the ledgers.
+
+// ProducerReleased answers a ReleaseProducer: the producer's state (its
+// dedup window, with an idempotency bucket's keys), or why it was not
+// released (the caller then fences this node instead).
+type ProducerReleased struct {
+	Token    uint64
+	Producer uint64
+	State    producer.State
+	Err      error
+}
+
+// pendingRelease is a ReleaseProducer waiting for the producer's messages
+// in flight.
+type pendingRelease struct {
+	token, producer uint64
+}
+
+// ReleaseProducer: another node now owns producer id in etcd and asks for
+// it; token names the request. From now on its frames are refused
+// (UNAVAILABLE: the client retries, at the new owner); ProducersReleased
+// answers once nothing of it is in flight. A producer this node does not
+// hold ready (unknown here, being taken over, settling, released already)
+// is refused at once. A second request for a producer being released
+// (its first asker died, and the next owner found this node through the
+// producer's state ledger) gets the same answer.
+func (m *Machine) ReleaseProducer(id, token uint64) {
+	s, ok := m.producers[id]
+	if !ok || !s.ready {
+		m.ready.ProducersReleased = append(m.ready.ProducersReleased, ProducerReleased{Token: token, Producer: id,
+			Err: apierr.New(apierr.Unavailable, "producer %d is not held ready here", id)})
+		return
+	}
+	s.releasing = true
+	m.releases = append(m.releases, pendingRelease{token: token, producer: id})
+}
+
+// movedError refuses the frames of a producer being released.
+func movedError(id uint64) error {
+	return apierr.New(apierr.Unavailable, "producer %d moved to another node: retry there", id)
+}
+
+// answerReleases answers the releases whose producer has nothing in flight
+// and drops their sessions (and an idempotency bucket's key memory: keyed
+// frames that come here later register the bucket again).
+func (m *Machine) answerReleases() {
+	if len(m.releases) == 0 {
+		return
+	}
+	kept := m.releases[:0]
+	var handedOver []uint64
+	for _, r := range m.releases {
+		if _, ok := m.producers[r.producer]; !ok { // dropped meanwhile (a lost lease, a fenced record)
+			m.ready.ProducersReleased = append(m.ready.ProducersReleased, ProducerReleased{Token: r.token, Producer: r.producer,
+				Err: apierr.New(apierr.Unavailable, "producer %d was given up here", r.producer)})
+			continue
+		}
+		if m.table.InFlight(r.producer) > 0 {
+			kept = append(kept, r)
+			continue
+		}
+		state, _ := m.table.Get(r.producer)
+		state = m.withKeys([]producer.State{state})[0]
+		m.ready.ProducersReleased = append(m.ready.ProducersReleased, ProducerReleased{Token: r.token, Producer: r.producer, State: state})
+		handedOver = append(handedOver, r.producer)
+	}
+	clear(m.releases[len(kept):])
+	m.releases = kept
+	for _, id := range handedOver { // after every request for it is answered
+		if b, ok := m.bucketOf[id]; ok {
+			delete(m.bucketOf, id)
+			b.producerID = 0
+		}
+		m.dropSession(id, movedError(id))
+	}
+}
