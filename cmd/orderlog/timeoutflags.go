@@ -22,6 +22,7 @@ type timeoutFlags struct {
 	storeLeaseTTL    time.Duration
 	unreachableAfter time.Duration
 	grantSilence     time.Duration
+	releaseTimeout   time.Duration
 }
 
 // defaultElectionTTL is the sequencer's default election session TTL.
@@ -49,6 +50,8 @@ func (t *timeoutFlags) register(fs *flag.FlagSet, roles node.Roles) {
 		fs.DurationVar(&t.grantSilence, "grant-stream-silence", ingest.DefaultGrantStreamSilence,
 			"ingest: a grant stream on which the sequencer leader sent nothing (it heartbeats every "+
 				sequencer.GrantStreamHeartbeat.String()+") this long is dropped and the leader found again")
+		fs.DurationVar(&t.releaseTimeout, "release-timeout", ingest.DefaultReleaseTimeout,
+			"ingest: a producer's previous owner that has not released it this long after it moved here has its etcd lease revoked instead")
 	}
 }
 
@@ -57,7 +60,7 @@ func (t *timeoutFlags) apply(cfg *node.Config) error {
 	for name, d := range map[string]time.Duration{
 		"election-ttl": t.electionTTL, "grant-session-timeout": t.sessionTimeout, "grant-lease": t.grantLease,
 		"close-timeout": t.closeTimeout, "ingest-lease-ttl": t.ingestLeaseTTL, "store-lease-ttl": t.storeLeaseTTL,
-		"unreachable-after": t.unreachableAfter, "grant-stream-silence": t.grantSilence,
+		"unreachable-after": t.unreachableAfter, "grant-stream-silence": t.grantSilence, "release-timeout": t.releaseTimeout,
 	} {
 		if d < 0 {
 			return fmt.Errorf("--%s %s: want a positive duration", name, d)
@@ -67,5 +70,6 @@ func (t *timeoutFlags) apply(cfg *node.Config) error {
 		GrantLease: t.grantLease, CloseTimeout: t.closeTimeout}
 	cfg.Ingest.LeaseTTL, cfg.StoreLeaseTTL = t.ingestLeaseTTL, t.storeLeaseTTL
 	cfg.Ingest.UnreachableAfter, cfg.Ingest.GrantStreamSilence = t.unreachableAfter, t.grantSilence
+	cfg.Ingest.ReleaseTimeout = t.releaseTimeout
 	return nil
 }
