@@ -201,14 +201,16 @@ func takeOwnership(ctx context.Context, cli *clientv3.Client, id, epoch uint64, 
 
 // recordStateLedger notes that ledger holds a confirmed snapshot of the
 // producer's state, written by owner. It fails if owner no longer owns it.
-func recordStateLedger(ctx context.Context, cli *clientv3.Client, id uint64, owner string, ledgerID uint64) error {
+func recordStateLedger(ctx context.Context, cli *clientv3.Client, id uint64, owner string, ownerGen, ledgerID uint64) error {
 	for attempt := 0; attempt < 100; attempt++ {
 		rec, modRevision, err := getProducer(ctx, cli, id)
 		if err != nil {
 			return err
 		}
-		if rec.Owner != owner {
-			return fmt.Errorf("producer %d moved to %s: %w", id, rec.Owner, errNotOwner)
+		if rec.Owner != owner || rec.Gen != ownerGen {
+			// A different owner, or this one again after the producer left
+			// it: the session that asked has been given up.
+			return fmt.Errorf("producer %d moved to %s (generation %d, asked for %d): %w", id, rec.Owner, rec.Gen, ownerGen, errNotOwner)
 		}
 		// Equal, not ≥: ledger ids come from one counter shared by all
 		// writers, and a new owner's open ledger may be older than the one

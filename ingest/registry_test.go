@@ -51,7 +51,7 @@ func TestAnOwnerWithoutLivenessKeyTakesNothing(t *testing.T) {
 	if _, err := cli.Delete(ctx, keys.Ingest("node-a")); err != nil {
 		t.Fatal(err)
 	}
-	if err := recordStateLedger(ctx, cli, rec.ID, "node-a", 7); !errors.Is(err, errNotLive) {
+	if err := recordStateLedger(ctx, cli, rec.ID, "node-a", rec.Gen, 7); !errors.Is(err, errNotLive) {
 		t.Fatalf("a state ledger recorded by an owner whose lease is gone: %v", err)
 	}
 }
@@ -168,24 +168,62 @@ func TestStateLedgerFollowsTheOwnerEvenToALowerLedgerID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := recordStateLedger(ctx, cli, rec.ID, "node-a", 50); err != nil {
+	if err := recordStateLedger(ctx, cli, rec.ID, "node-a", rec.Gen, 50); err != nil {
 		t.Fatal(err)
 	}
 	again, _, err := registerProducer(ctx, cli, "orders-app", "node-b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := takeOwnership(ctx, cli, rec.ID, again.Epoch, "node-b"); err != nil {
+	taken, _, err := takeOwnership(ctx, cli, rec.ID, again.Epoch, "node-b")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := recordStateLedger(ctx, cli, rec.ID, "node-b", 40); err != nil {
+	if err := recordStateLedger(ctx, cli, rec.ID, "node-b", taken.Gen, 40); err != nil {
 		t.Fatal(err)
 	}
 	got, _, err := getProducer(ctx, cli, rec.ID)
 	if err != nil || got.StateLedger != 40 || got.Owner != "node-b" {
 		t.Fatalf("record %+v, %v: want state ledger 40 of node-b", got, err)
 	}
-	if err := recordStateLedger(ctx, cli, rec.ID, "node-a", 60); err == nil {
+	if err := recordStateLedger(ctx, cli, rec.ID, "node-a", rec.Gen, 60); err == nil {
 		t.Fatal("a former owner recorded a state ledger")
+	}
+}
+
+// TestAStateRecordOfAnEarlierOwnershipIsRefused: node-a owned the
+// producer, handed it to node-b, and owns it again (node-b's lease is
+// gone). A state record node-a's first session asked for lands late: it
+// is refused, though node-a is the owner, because the record moved to a
+// later ownership generation; else the record would name a ledger from
+// before node-b's messages, and a rebuild would miss them.
+func TestAStateRecordOfAnEarlierOwnershipIsRefused(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	live(t, cli, "node-a", "node-b")
+	first, _, err := registerProducer(ctx, cli, "orders-app", "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := registerProducer(ctx, cli, "orders-app", "node-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := takeOwnership(ctx, cli, first.ID, again.Epoch, "node-b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(ctx, keys.Ingest("node-b")); err != nil {
+		t.Fatal(err)
+	}
+	back, _, err := registerProducer(ctx, cli, "orders-app", "node-a")
+	if err != nil || back.Owner != "node-a" {
+		t.Fatalf("registered again: %+v %v", back, err)
+	}
+	if err := recordStateLedger(ctx, cli, first.ID, "node-a", first.Gen, 3); !errors.Is(err, errNotOwner) {
+		t.Fatalf("a state record of node-a's first ownership: %v, want refused", err)
+	}
+	if err := recordStateLedger(ctx, cli, first.ID, "node-a", back.Gen, 9); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -30,9 +30,9 @@ const DefaultReleaseTimeout = 2 * time.Second
 
 // Release hands producer id over to the node that took it over in etcd:
 // owner must be this node's current incarnation. It returns once none of
-// the producer's messages is in flight here, with its state; this node logs
-// nothing more for it.
-func (n *Node) Release(ctx context.Context, id uint64, owner string) (producer.State, error) {
+// the producer's messages is in flight here, with its state, or at once
+// with NotHeld; this node logs nothing more for it.
+func (n *Node) Release(ctx context.Context, id uint64, owner string) (coordinator.ProducerReleased, error) {
 	answer := make(chan coordinator.ProducerReleased, 1)
 	var token uint64
 	var refused error
@@ -47,17 +47,17 @@ func (n *Node) Release(ctx context.Context, id uint64, owner string) (producer.S
 		n.releaseWaiters[token] = answer
 		n.machine.ReleaseProducer(id, token)
 	}) {
-		return producer.State{}, status.Error(codes.Unavailable, "ingest node is shutting down")
+		return coordinator.ProducerReleased{}, status.Error(codes.Unavailable, "ingest node is shutting down")
 	}
 	select {
 	case done := <-answer:
 		if refused != nil {
-			return producer.State{}, refused
+			return done, refused
 		}
-		return done.State, done.Err
+		return done, done.Err
 	case <-ctx.Done():
 		n.do(func() { delete(n.releaseWaiters, token) })
-		return producer.State{}, status.FromContextError(ctx.Err()).Err()
+		return coordinator.ProducerReleased{}, status.FromContextError(ctx.Err()).Err()
 	}
 }
 
@@ -67,7 +67,10 @@ func (n *Node) answerRelease(done coordinator.ProducerReleased) {
 		delete(n.releaseWaiters, done.Token)
 		waiter <- done
 	}
-	if done.Err == nil {
+	switch {
+	case done.NotHeld:
+		n.logger.Info("ingest: gave a producer up to its next owner", "producer", done.Producer)
+	case done.Err == nil:
 		n.logger.Info("ingest: released a producer to its next owner", "producer", done.Producer, "next_seq", done.State.DurableNext)
 	}
 }
@@ -124,34 +127,39 @@ func (n *Node) handOverFrom(ctx context.Context, id uint64, previous, self strin
 	addr := string(resp.Kvs[0].Value)
 	state, err := n.askRelease(ctx, addr, id, previous, self)
 	if err == nil {
-		return &state, nil
+		return state, nil
 	}
 	n.logger.Info("ingest: the previous owner did not release the producer; fencing it", "producer", id,
 		"previous", previous, "addr", addr, "err", err)
 	return nil, n.fenceOwner(ctx, previous, self)
 }
 
-// askRelease calls Release on the previous owner at addr.
-func (n *Node) askRelease(ctx context.Context, addr string, id uint64, previous, self string) (producer.State, error) {
+// askRelease calls Release on the previous owner at addr. A nil state
+// means the previous owner did not hold the producer.
+func (n *Node) askRelease(ctx context.Context, addr string, id uint64, previous, self string) (*producer.State, error) {
 	if addr == "" {
-		return producer.State{}, errors.New("the previous owner published no address")
+		return nil, errors.New("the previous owner published no address")
 	}
 	conn, err := grpc.NewClient(addr, grpcopt.DialOptions()...)
 	if err != nil {
-		return producer.State{}, err
+		return nil, err
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ReleaseTimeout)
 	defer cancel()
 	resp, err := ingestpb.NewIngestPeerClient(conn).Release(ctx, &ingestpb.ReleaseRequest{ProducerId: id, Owner: previous, NewOwner: self})
 	if err != nil {
-		return producer.State{}, err
+		return nil, err
+	}
+	if resp.NotHeld {
+		return nil, nil
 	}
 	b := coordinator.NewStateBuilder(id, n.cfg.DedupWindow)
 	if err := b.Apply(resp.State); err != nil {
-		return producer.State{}, fmt.Errorf("released state: %w", err)
+		return nil, fmt.Errorf("released state: %w", err)
 	}
-	return b.State(), nil
+	state := b.State()
+	return &state, nil
 }
 
 // PeerService serves ingestpb.IngestPeer for a node.
@@ -168,14 +176,17 @@ func (s *PeerService) Register(srv *grpc.Server) { ingestpb.RegisterIngestPeerSe
 
 // Release implements ingestpb.IngestPeerServer.
 func (s *PeerService) Release(ctx context.Context, req *ingestpb.ReleaseRequest) (*ingestpb.ReleaseResponse, error) {
-	state, err := s.node.Release(ctx, req.ProducerId, req.Owner)
+	released, err := s.node.Release(ctx, req.ProducerId, req.Owner)
 	if err != nil {
 		if _, ok := status.FromError(err); !ok {
 			err = status.Error(codes.Unavailable, err.Error())
 		}
 		return nil, err
 	}
-	payload, err := batch.EncodeSnapshot(nil, time.Now().UnixMicro(), []producer.State{state})
+	if released.NotHeld {
+		return &ingestpb.ReleaseResponse{NotHeld: true}, nil
+	}
+	payload, err := batch.EncodeSnapshot(nil, time.Now().UnixMicro(), []producer.State{released.State})
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "encode the state of producer %d: %v", req.ProducerId, err)
 	}

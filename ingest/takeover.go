@@ -30,9 +30,9 @@ func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	result := coordinator.TakeoverResult{Producer: t.Producer, Epoch: t.Epoch}
+	result := coordinator.TakeoverResult{Producer: t.Producer, Epoch: t.Epoch, Session: t.Session}
 	rec, previousOwner, err := takeOwnership(ctx, n.etcd, t.Producer, t.Epoch, incarnation)
-	result.Current = rec.Epoch
+	result.Current, result.OwnerGen = rec.Epoch, rec.Gen
 	if err == nil && rec.Epoch != t.Epoch {
 		err = coordinator.StaleEpochError(t.Producer, t.Epoch, rec.Epoch)
 	}
@@ -75,13 +75,13 @@ func (n *Node) ownerChanged(rec producerRecord, previousOwner, incarnation strin
 func (n *Node) recordState(r coordinator.StateRecord, incarnation string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := recordStateLedger(ctx, n.etcd, r.Producer, incarnation, r.Ledger)
+	err := recordStateLedger(ctx, n.etcd, r.Producer, incarnation, r.OwnerGen, r.Ledger)
 	if errors.Is(err, errNotOwner) {
 		err = apierr.New(apierr.ProducerFenced, "producer %d moved to another node", r.Producer)
 	} else if err != nil {
 		err = apierr.New(apierr.Unavailable, "record producer %d state: %v", r.Producer, err)
 	}
-	n.doFor(incarnation, func() { n.machine.StateRecorded(r.Producer, err) })
+	n.doFor(incarnation, func() { n.machine.StateRecorded(r.Producer, r.Session, err) })
 }
 
 // registerBucket registers an idempotency bucket's producer (a new epoch);

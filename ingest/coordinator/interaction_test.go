@@ -55,6 +55,15 @@ type interactionEnv struct {
 	named  int // frames named automatically so far
 }
 
+// session is the producer's current session: a script's takeover-done and
+// recorded answer it.
+func (e *interactionEnv) session(id uint64) uint64 {
+	if s, ok := e.m.producers[id]; ok {
+		return s.gen
+	}
+	return 0
+}
+
 func (e *interactionEnv) run(a *scripttest.Args, out *strings.Builder) error {
 	if a.Cmd == "new" {
 		return e.newMachine(a)
@@ -117,6 +126,7 @@ func (e *interactionEnv) initProducer(a *scripttest.Args, _ *strings.Builder) er
 
 func (e *interactionEnv) takeoverDone(a *scripttest.Args, _ *strings.Builder) error {
 	r := TakeoverResult{Producer: a.MustUint("producer"), Epoch: a.MustUint("epoch")}
+	r.Session = e.session(r.Producer)
 	r.Current = a.Uint("current", r.Epoch)
 	r.State = producer.State{ID: r.Producer, Epoch: r.Current, DurableNext: a.Uint("next", 0)}
 	if a.Has("window") {
@@ -146,7 +156,7 @@ func (e *interactionEnv) recorded(a *scripttest.Args, _ *strings.Builder) error 
 	if doneErr := a.Done(); doneErr != nil {
 		return doneErr
 	}
-	e.m.StateRecorded(id, err)
+	e.m.StateRecorded(id, e.session(id), err)
 	return nil
 }
 

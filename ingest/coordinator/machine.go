@@ -29,6 +29,7 @@ type Machine struct {
 	buckets    [IdempotencyBuckets]*keyBucket
 	bucketOf   map[uint64]*keyBucket // by the bucket's producer id
 	inits      []*pendingInit        // in arrival order
+	sessions   uint64                // sessions started: the last one's number
 	releases   []pendingRelease      // in arrival order
 	// refusedInARow counts grant refusals since the last grant: each one
 	// closes the ledger, and the next is opened only after a pause that
@@ -131,11 +132,17 @@ type OpenLedger struct {
 	Reason   string // why a ledger is needed, for the log
 }
 
-// Takeover asks for producer Producer to be taken over at Epoch.
-type Takeover struct{ Producer, Epoch uint64 }
+// Takeover asks for producer Producer to be taken over at Epoch. Session
+// names the session that asks; its TakeoverResult carries it back (a
+// session given up meanwhile, by a release, must not take the outcome of
+// its takeover for a later session's).
+type Takeover struct{ Producer, Epoch, Session uint64 }
 
-// StateRecord asks for Ledger to be recorded as Producer's state ledger.
-type StateRecord struct{ Producer, Ledger uint64 }
+// StateRecord asks for Ledger to be recorded as Producer's state ledger,
+// for session Session (StateRecorded names it), if the producer record is
+// still at ownership generation OwnerGen: a record this node's earlier
+// session asked for must not land after the producer left and came back.
+type StateRecord struct{ Producer, Ledger, Session, OwnerGen uint64 }
 
 // InitDone answers the InitProducer call Token.
 type InitDone struct {

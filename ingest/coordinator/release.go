@@ -15,12 +15,15 @@ import (
 // from that state without reading the ledgers.
 
 // ProducerReleased answers a ReleaseProducer: the producer's state (its
-// dedup window, with an idempotency bucket's keys), or why it was not
-// released (the caller then fences this node instead).
+// dedup window, with an idempotency bucket's keys); or NotHeld, when this
+// node logs nothing for it and holds no state of it (the caller takes the
+// state from another holder or the ledgers); or why it was not released
+// (the caller then fences this node instead).
 type ProducerReleased struct {
 	Token    uint64
 	Producer uint64
 	State    producer.State
+	NotHeld  bool
 	Err      error
 }
 
@@ -33,16 +36,22 @@ type pendingRelease struct {
 // ReleaseProducer: another node now owns producer id in etcd and asks for
 // it; token names the request. From now on its frames are refused
 // (UNAVAILABLE: the client retries, at the new owner); ProducersReleased
-// answers once nothing of it is in flight. A producer this node does not
-// hold ready (unknown here, being taken over, settling, released already)
-// is refused at once. A second request for a producer being released
-// (its first asker died, and the next owner found this node through the
-// producer's state ledger) gets the same answer.
+// answers once nothing of it is in flight. A second request for a producer
+// being released (its first asker died, and the next owner found this node
+// through the producer's state ledger) gets the same answer.
+//
+// A producer without a session here, or whose takeover here has not
+// settled, is not held: no message of it is in flight (a session is
+// dropped only with none: a failed takeover or state record, a lost lease,
+// a release), and this node has no state of it. Its takeover is given up
+// (held frames refused) and the answer says NotHeld at once.
 func (m *Machine) ReleaseProducer(id, token uint64) {
 	s, ok := m.producers[id]
-	if !ok || !s.ready {
-		m.ready.ProducersReleased = append(m.ready.ProducersReleased, ProducerReleased{Token: token, Producer: id,
-			Err: apierr.New(apierr.Unavailable, "producer %d is not held ready here", id)})
+	if !ok || !s.settled {
+		if ok {
+			m.dropSession(id, movedError(id))
+		}
+		m.ready.ProducersReleased = append(m.ready.ProducersReleased, ProducerReleased{Token: token, Producer: id, NotHeld: true})
 		return
 	}
 	s.releasing = true

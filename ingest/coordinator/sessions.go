@@ -18,6 +18,13 @@ const snapshotInNextLedger = -1
 // etcd record — so the next owner rebuilds from a state that includes every
 // message this node logs for it.
 type session struct {
+	// gen numbers the session among all of this machine's: operations it
+	// started answer with it, and an answer for an older session of the
+	// same producer is ignored.
+	gen uint64
+	// ownerGen is the producer record's ownership generation the takeover
+	// left it at (TakeoverResult.OwnerGen).
+	ownerGen uint64
 	// epoch is the highest epoch InitProducer gave the producer while the
 	// session was settling; settle fences the table at it.
 	epoch          uint64
@@ -67,9 +74,10 @@ func (m *Machine) initSession(id, epoch uint64, keyed bool) {
 func (m *Machine) session(id, epoch uint64) *session {
 	s, ok := m.producers[id]
 	if !ok {
-		s = &session{epoch: epoch, snapshotEntry: snapshotInNextLedger}
+		m.sessions++
+		s = &session{gen: m.sessions, epoch: epoch, snapshotEntry: snapshotInNextLedger}
 		m.producers[id] = s
-		m.ready.Takeovers = append(m.ready.Takeovers, Takeover{Producer: id, Epoch: epoch})
+		m.ready.Takeovers = append(m.ready.Takeovers, Takeover{Producer: id, Epoch: epoch, Session: s.gen})
 	}
 	return s
 }
@@ -78,8 +86,11 @@ func (m *Machine) session(id, epoch uint64) *session {
 // etcd holds it (Current), its state rebuilt from the ledgers, or an API
 // error (PRODUCER_FENCED, UNKNOWN_PRODUCER, UNAVAILABLE…).
 type TakeoverResult struct {
-	Producer, Epoch uint64 // as asked
-	Current         uint64
+	Producer, Epoch, Session uint64 // as asked
+	Current                  uint64
+	// OwnerGen is the record's ownership generation with this node the
+	// owner: its state records compare it.
+	OwnerGen uint64
 	State           producer.State
 	Err             error
 }
@@ -87,8 +98,8 @@ type TakeoverResult struct {
 // TakeoverDone: a Takeover finished.
 func (m *Machine) TakeoverDone(r TakeoverResult) {
 	s, ok := m.producers[r.Producer]
-	if !ok {
-		return
+	if !ok || s.gen != r.Session || s.settled {
+		return // the session that asked was given up
 	}
 	if r.Err != nil && s.epoch > r.Epoch && s.epoch >= r.Current {
 		// An InitProducer raised the epoch while this takeover ran for an
@@ -96,13 +107,14 @@ func (m *Machine) TakeoverDone(r TakeoverResult) {
 		// frames are judged against it once the state is settled (the older
 		// instance's are fenced then), and the new instance is not told it
 		// is fenced.
-		m.ready.Takeovers = append(m.ready.Takeovers, Takeover{Producer: r.Producer, Epoch: s.epoch})
+		m.ready.Takeovers = append(m.ready.Takeovers, Takeover{Producer: r.Producer, Epoch: s.epoch, Session: s.gen})
 		return
 	}
 	if r.Err != nil {
 		m.dropSession(r.Producer, r.Err)
 		return
 	}
+	s.ownerGen = r.OwnerGen
 	m.settle(r.Producer, s, r.State)
 }
 
@@ -111,6 +123,10 @@ func (m *Machine) TakeoverDone(r TakeoverResult) {
 func (m *Machine) settle(id uint64, s *session, state producer.State) {
 	state.Epoch = max(state.Epoch, s.epoch)
 	m.table.Register(state)
+	// A snapshot taken for the next ledger's entry 0 before now holds an
+	// older state of it, if any (the producer was released and came back):
+	// it gets an entry of its own.
+	delete(m.ledger.inEntry0, id)
 	s.settled = true
 	if s.keyed {
 		s.keys = state.Keys
@@ -139,16 +155,17 @@ func (m *Machine) snapshotsDurable(ledger uint64, through int64) {
 		return s.settled && !s.ready && !s.recording && s.snapshotLedger == ledger && s.snapshotEntry >= 0 && s.snapshotEntry <= through
 	}) {
 		m.producers[id].recording = true
-		m.ready.RecordStates = append(m.ready.RecordStates, StateRecord{Producer: id, Ledger: ledger})
+		m.ready.RecordStates = append(m.ready.RecordStates, StateRecord{Producer: id, Ledger: ledger,
+			Session: m.producers[id].gen, OwnerGen: m.producers[id].ownerGen})
 	}
 }
 
-// StateRecorded: a RecordStates write finished; err is an API error
-// (PRODUCER_FENCED if the producer moved to another node).
-func (m *Machine) StateRecorded(id uint64, err error) {
+// StateRecorded: session's RecordStates write finished; err is an API
+// error (PRODUCER_FENCED if the producer moved to another node).
+func (m *Machine) StateRecorded(id, session uint64, err error) {
 	s, ok := m.producers[id]
-	if !ok {
-		return
+	if !ok || s.gen != session || !s.recording {
+		return // the session that asked was given up
 	}
 	s.recording = false
 	if err != nil {
@@ -171,6 +188,7 @@ func (m *Machine) dropSession(id uint64, err error) {
 	}
 	delete(m.producers, id)
 	m.table.Remove(id)
+	delete(m.ledger.inEntry0, id)
 	for _, f := range s.held {
 		m.refuse(f, err)
 	}

@@ -78,6 +78,7 @@ type simRelease struct {
 	from string // the previous owner's incarnation
 	t    Takeover
 	rec  *simProducerRecord
+	gen  uint64 // the record's ownership generation after the takeover's CAS
 }
 
 // simLedger is a ledger in miniature (DESIGN.md §4): its writer appends
@@ -120,6 +121,7 @@ func (l *simLedger) durableThrough() int64 {
 
 type simProducerRecord struct {
 	id, epoch   uint64
+	gen         uint64 // ownership generation: bumped by every owner change
 	name, owner string
 	stateLedger uint64
 }
@@ -276,7 +278,7 @@ func (w *simWorld) act(n *simNode, rd *Ready) {
 		inc := n.incarnation
 		w.later(n, fmt.Sprintf("record p%d in L%d", r.Producer, r.Ledger), func(current bool) {
 			if err := w.recordState(inc, r); current {
-				n.m.StateRecorded(r.Producer, err)
+				n.m.StateRecorded(r.Producer, r.Session, err)
 			}
 		})
 	}
@@ -482,6 +484,7 @@ func (w *simWorld) register(name string, incarnation string) (*simProducerRecord
 	rec.epoch++
 	if rec.owner == "" || w.revoked[rec.owner] {
 		rec.owner = incarnation
+		rec.gen++
 	}
 	w.logf("%s registers %s: producer %d epoch %d", incarnation, name, id, rec.epoch)
 	return rec, nil
@@ -495,7 +498,7 @@ func (w *simWorld) register(name string, incarnation string) (*simProducerRecord
 func (w *simWorld) takeover(n *simNode, incarnation string, t Takeover) (result TakeoverResult, waiting bool) {
 	w.stats.takeovers++
 	rec := w.etcd.producers[t.Producer]
-	result = TakeoverResult{Producer: t.Producer, Epoch: t.Epoch}
+	result = TakeoverResult{Producer: t.Producer, Epoch: t.Epoch, Session: t.Session}
 	if rec == nil {
 		result.Err = apierr.New(apierr.UnknownProducer, "producer %d is not registered", t.Producer)
 		return result, false
@@ -511,7 +514,11 @@ func (w *simWorld) takeover(n *simNode, incarnation string, t Takeover) (result 
 		return result, false
 	}
 	previous := rec.owner
-	rec.owner = incarnation
+	if previous != incarnation {
+		rec.owner = incarnation
+		rec.gen++
+	}
+	gen := rec.gen
 	// The holders that may still log it: the previous owner, and the writer
 	// of its state ledger (an owner that took it over and died before it
 	// settled left that one releasing it, named by no record).
@@ -525,7 +532,7 @@ func (w *simWorld) takeover(n *simNode, incarnation string, t Takeover) (result 
 			continue
 		}
 		if owner := w.liveNode(h); owner != nil && ask == nil && w.rng.IntN(4) != 0 {
-			ask = &simRelease{to: n, inc: incarnation, from: h, t: t, rec: rec}
+			ask = &simRelease{to: n, inc: incarnation, from: h, t: t, rec: rec, gen: gen}
 			w.askRelease(owner, ask)
 			continue
 		}
@@ -534,15 +541,15 @@ func (w *simWorld) takeover(n *simNode, incarnation string, t Takeover) (result 
 	if ask != nil {
 		return result, true
 	}
-	return w.rebuiltTakeover(incarnation, "", t, rec), false
+	return w.rebuiltTakeover(incarnation, "", t, rec, gen), false
 }
 
 // rebuiltTakeover fences a holder that did not release the producer (""
 // when every holder is fenced already) and rebuilds the producer's state
 // from the ledgers.
-func (w *simWorld) rebuiltTakeover(incarnation, holder string, t Takeover, rec *simProducerRecord) TakeoverResult {
+func (w *simWorld) rebuiltTakeover(incarnation, holder string, t Takeover, rec *simProducerRecord, gen uint64) TakeoverResult {
 	w.fenceOwner(holder, incarnation)
-	result := TakeoverResult{Producer: t.Producer, Epoch: t.Epoch, Current: rec.epoch}
+	result := TakeoverResult{Producer: t.Producer, Epoch: t.Epoch, Session: t.Session, Current: rec.epoch, OwnerGen: gen}
 	result.State = w.rebuild(t.Producer, rec.stateLedger)
 	result.State.Epoch = rec.epoch
 	w.logf("%s takes p%d over at epoch %d: next seq %d", incarnation, t.Producer, t.Epoch, result.State.DurableNext)
@@ -589,12 +596,18 @@ func (w *simWorld) released(answer ProducerReleased) {
 		return
 	}
 	delete(w.releases, answer.Token)
+	if answer.NotHeld {
+		w.logf("%s does not hold p%d: %s rebuilds it", r.from, r.t.Producer, r.inc)
+		w.deliverTakeover(r, func() TakeoverResult { return w.rebuiltTakeover(r.inc, "", r.t, r.rec, r.gen) })
+		return
+	}
 	w.stats.released++
 	w.logf("%s released p%d to %s: next seq %d", r.from, r.t.Producer, r.inc, answer.State.DurableNext)
 	w.deliverTakeover(r, func() TakeoverResult {
 		state := answer.State
 		state.Epoch = r.rec.epoch
-		return TakeoverResult{Producer: r.t.Producer, Epoch: r.t.Epoch, Current: r.rec.epoch, State: state}
+		return TakeoverResult{Producer: r.t.Producer, Epoch: r.t.Epoch, Session: r.t.Session, Current: r.rec.epoch,
+			OwnerGen: r.gen, State: state}
 	})
 }
 
@@ -607,7 +620,7 @@ func (w *simWorld) releaseFailed(token uint64, why string) {
 	}
 	delete(w.releases, token)
 	w.logf("release of p%d to %s failed (%s): fencing %s", r.t.Producer, r.inc, why, r.from)
-	w.deliverTakeover(r, func() TakeoverResult { return w.rebuiltTakeover(r.inc, r.from, r.t, r.rec) })
+	w.deliverTakeover(r, func() TakeoverResult { return w.rebuiltTakeover(r.inc, r.from, r.t, r.rec, r.gen) })
 }
 
 // failReleasesFrom fails the Releases a crashed node will never answer
@@ -745,7 +758,7 @@ func (w *simWorld) recordState(incarnation string, r StateRecord) error {
 		return apierr.New(apierr.Unavailable, "etcd is unavailable")
 	}
 	rec := w.etcd.producers[r.Producer]
-	if rec.owner != incarnation {
+	if rec.owner != incarnation || rec.gen != r.OwnerGen {
 		return apierr.New(apierr.ProducerFenced, "producer %d moved to another node", r.Producer)
 	}
 	rec.stateLedger = r.Ledger

@@ -263,8 +263,14 @@ func (r *recovery) fenceOne(ctx context.Context, i int, c walpb.WALClient) fence
 // settle decides one entry: it returns done=true when the entry is beyond
 // the ledger's end, false once the entry is held by A stores.
 func (r *recovery) settle(ctx context.Context, entry int64) (bool, error) {
+	start, report := time.Now(), recoveryWaitReport
 	for {
 		reads := r.readAll(ctx, entry)
+		if waited := time.Since(start); waited >= report {
+			report = 2 * waited
+			r.opts.Events.RecoveryWaiting(events.RecoveryWaitInfo{Ledger: r.meta.ID, Entry: entry,
+				Answers: r.describe(reads), Waited: waited})
+		}
 		verdict, holder := decideEntry(reads, r.fenced, r.meta.W, r.meta.A)
 		if verdict == verdictWait && r.fenceAbsentOnes(ctx, reads) {
 			continue // their ABSENT counts now: ask again at once
@@ -285,6 +291,23 @@ func (r *recovery) settle(ctx context.Context, entry int64) (bool, error) {
 			return false, r.incomplete(entry, "neither A holders nor W-A+1 ABSENT", err)
 		}
 	}
+}
+
+// recoveryWaitReport is how long a recovery waits on one entry before it
+// says so (and again each time the wait doubles).
+const recoveryWaitReport = 2 * time.Second
+
+// describe names each member's answer, for RecoveryWaiting.
+func (r *recovery) describe(reads []entryRead) []string {
+	names := map[answer]string{answerNone: "no reply", answerPresent: "PRESENT", answerAbsent: "ABSENT", answerUnknown: "UNKNOWN"}
+	out := make([]string, len(reads))
+	for i, rd := range reads {
+		out[i] = r.meta.Ensemble[i].StoreID + "=" + names[rd.answer]
+		if r.fenced[i] {
+			out[i] += " fenced"
+		}
+	}
+	return out
 }
 
 func (r *recovery) readAll(ctx context.Context, entry int64) []entryRead {

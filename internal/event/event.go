@@ -39,6 +39,9 @@ type Listener struct {
 	// LedgerRecovered: a recovery of someone else's ledger ended; Outcome
 	// says how.
 	LedgerRecovered func(RecoveryInfo)
+	// RecoveryWaiting: a recovery has waited a while on one entry: no store
+	// holds it and too few fenced stores answer that they never did.
+	RecoveryWaiting func(RecoveryWaitInfo)
 	// WriterFailed: a ledger writer can confirm nothing more: it lost its
 	// ack quorum or found its ledger fenced.
 	WriterFailed func(WriterFailure)
@@ -96,6 +99,16 @@ type FenceInfo struct {
 	// LAC is the highest last-add-confirmed a fenced store reported: the
 	// recovery walks upward from the entry after it.
 	LAC int64
+}
+
+// RecoveryWaitInfo describes a recovery stuck on one entry.
+type RecoveryWaitInfo struct {
+	Ledger uint64
+	Entry  int64
+	// Answers are each member's last answer ("store-id=ABSENT fenced",
+	// "…=UNKNOWN", "…=no reply").
+	Answers []string
+	Waited  time.Duration
 }
 
 // RecoveryOutcome is how a ledger recovery ended.
@@ -226,6 +239,7 @@ func (l *Listener) EnsureDefaults() {
 	ensure(&l.LeaderLost)
 	ensure(&l.LedgerFenced)
 	ensure(&l.LedgerRecovered)
+	ensure(&l.RecoveryWaiting)
 	ensure(&l.WriterFailed)
 	ensure(&l.LeaseLost)
 	ensure(&l.StoreRegistered)
@@ -255,6 +269,7 @@ func Tee(a, b Listener) Listener {
 		LeaderLost:         both(a.LeaderLost, b.LeaderLost),
 		LedgerFenced:       both(a.LedgerFenced, b.LedgerFenced),
 		LedgerRecovered:    both(a.LedgerRecovered, b.LedgerRecovered),
+		RecoveryWaiting:    both(a.RecoveryWaiting, b.RecoveryWaiting),
 		WriterFailed:       both(a.WriterFailed, b.WriterFailed),
 		LeaseLost:          both(a.LeaseLost, b.LeaseLost),
 		StoreRegistered:    both(a.StoreRegistered, b.StoreRegistered),

@@ -22,6 +22,9 @@ func Logging(logger *slog.Logger) Listener {
 		LedgerFenced: func(i FenceInfo) {
 			log.Info("ledger fenced", "ledger", i.Ledger, "stores", i.Stores, "lac", i.LAC)
 		},
+		RecoveryWaiting: func(i RecoveryWaitInfo) {
+			log.Warn("ledger recovery waits on an entry", "ledger", i.Ledger, "entry", i.Entry, "answers", i.Answers, "waited", i.Waited)
+		},
 		LedgerRecovered: func(i RecoveryInfo) {
 			attrs := []any{"ledger", i.Ledger, "epoch", i.Epoch, "writer", i.Writer, "outcome", string(i.Outcome),
 				"last_entry", i.Last, "first_offset", i.FirstOffset, "end_offset", i.EndOffset, "took", i.Duration}

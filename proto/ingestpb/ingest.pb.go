@@ -91,7 +91,11 @@ type ReleaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// state is the producer's state as a producer snapshot entry holding
 	// this one producer (docs/format/batch.md), as a ledger's entry 0 does.
-	State         []byte `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	State []byte `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// not_held: this node logs nothing for the producer and has no state of
+	// it (it was taking the producer over itself, and gave that up); the
+	// caller takes the state from another holder or the ledgers.
+	NotHeld       bool `protobuf:"varint,2,opt,name=not_held,json=notHeld,proto3" json:"not_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,6 +137,13 @@ func (x *ReleaseResponse) GetState() []byte {
 	return nil
 }
 
+func (x *ReleaseResponse) GetNotHeld() bool {
+	if x != nil {
+		return x.NotHeld
+	}
+	return false
+}
+
 var File_ingest_proto protoreflect.FileDescriptor
 
 const file_ingest_proto_rawDesc = "" +
@@ -142,9 +153,10 @@ const file_ingest_proto_rawDesc = "" +
 	"\vproducer_id\x18\x01 \x01(\x04R\n" +
 	"producerId\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1b\n" +
-	"\tnew_owner\x18\x03 \x01(\tR\bnewOwner\"'\n" +
+	"\tnew_owner\x18\x03 \x01(\tR\bnewOwner\"B\n" +
 	"\x0fReleaseResponse\x12\x14\n" +
-	"\x05state\x18\x01 \x01(\fR\x05state2`\n" +
+	"\x05state\x18\x01 \x01(\fR\x05state\x12\x19\n" +
+	"\bnot_held\x18\x02 \x01(\bR\anotHeld2`\n" +
 	"\n" +
 	"IngestPeer\x12R\n" +
 	"\aRelease\x12\".orderlog.ingest.v1.ReleaseRequest\x1a#.orderlog.ingest.v1.ReleaseResponseB\x19Z\x17orderlog/proto/ingestpbb\x06proto3"
