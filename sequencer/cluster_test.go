@@ -33,8 +33,8 @@ type testCluster struct {
 	// chooseCommit, if set, places each new commit ledger (else members).
 	chooseCommit func(context.Context) ([]ledger.Member, error)
 	dialer       *ledger.GRPCDialer
-	mu      sync.Mutex
-	clients []*clientv3.Client
+	mu           sync.Mutex
+	clients      []*clientv3.Client
 }
 
 func newTestCluster(t *testing.T) *testCluster {

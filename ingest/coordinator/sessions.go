@@ -91,8 +91,8 @@ type TakeoverResult struct {
 	// OwnerGen is the record's ownership generation with this node the
 	// owner: its state records compare it.
 	OwnerGen uint64
-	State           producer.State
-	Err             error
+	State    producer.State
+	Err      error
 }
 
 // TakeoverDone: a Takeover finished.
