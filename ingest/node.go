@@ -54,6 +54,8 @@ type Node struct {
 	// closeReasons says why each ledger the node gave up is closed, for the
 	// LedgerClosed event.
 	closeReasons map[uint64]string
+	// checkingStores is set while checkDegraded counts the stores.
+	checkingStores bool
 
 	logger       *slog.Logger
 	events       event.Listener
@@ -152,6 +154,8 @@ func (n *Node) loop() {
 	defer close(n.done)
 	health := time.NewTicker(20 * time.Millisecond)
 	defer health.Stop()
+	degraded := time.NewTicker(degradedCheckEvery)
+	defer degraded.Stop()
 	for {
 		select {
 		case fn := <-n.work:
@@ -160,6 +164,8 @@ func (n *Node) loop() {
 			n.onGrantReply(reply)
 		case <-health.C:
 			n.checkWriter()
+		case <-degraded.C:
+			n.checkDegraded()
 		case <-n.stop:
 			return
 		}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -220,6 +221,34 @@ func (n *Node) checkWriter() {
 	case n.writer.LostMember() != nil:
 		n.ledgerFailed(n.writer.ID(), "lost a member: "+n.writer.LostMember().Error())
 	}
+}
+
+// degradedCheckEvery is how often a node whose open ledger is degraded
+// counts the registered stores.
+const degradedCheckEvery = time.Second
+
+// checkDegraded rolls a degraded ledger (created on fewer stores than W,
+// while a store was down) once enough stores are registered for a full
+// ensemble: with W = A stores no entry has a copy to spare, and after the
+// next fault its recovery would wait for the failed store.
+func (n *Node) checkDegraded() {
+	w := n.writer
+	if w == nil || !w.Metadata().Degraded() || n.checkingStores {
+		return
+	}
+	n.checkingStores = true
+	intended := w.Metadata().IntendedW
+	n.async(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), degradedCheckEvery)
+		live, err := ledger.LiveStores(ctx, n.etcd)
+		cancel()
+		n.do(func() {
+			n.checkingStores = false
+			if err == nil && len(live) >= intended && n.writer == w {
+				n.ledgerFailed(w.ID(), fmt.Sprintf("degraded: %d stores registered for a full ensemble of %d", len(live), intended))
+			}
+		})
+	})
 }
 
 // ledgerFailed tells the machine the ledger can take no more writes, and

@@ -43,8 +43,13 @@ type leader struct {
 		unsent  []Record        // records waiting for an append slot (group commit)
 		deposed bool
 		// rolling is set while the commit ledger is being replaced: no
-		// entry is appended meanwhile.
-		rolling bool
+		// entry is appended meanwhile. rollWanted asks for a roll of a
+		// degraded commit ledger (leader_roll.go), checkingStores is set
+		// while the stores are counted, storesChecked is when they were.
+		rolling        bool
+		rollWanted     error
+		checkingStores bool
+		storesChecked  time.Time
 		// deposedBy says why the leader stepped down, if it did so itself.
 		deposedBy string
 		// lastAppend is when the last commit entry was appended; flushArmed
@@ -96,6 +101,7 @@ func (l *leader) run() {
 			l.mu.m.Tick(l.now())
 			l.handleLocked()
 			l.maybeRollLocked()
+			l.checkDegradedLocked()
 			l.mu.Unlock()
 		case <-l.confirm:
 			l.applyConfirmed(l.lac.Load())

@@ -15,8 +15,44 @@ import (
 // same epoch, appended to seq/commit-ledgers, instead of writing to it
 // until the next fault.
 
+// A degraded commit ledger (created on fewer stores than W, while a store
+// was down) is rolled too, once enough stores are registered for a full
+// ensemble: with W = A stores every entry has no copy to spare, and after
+// the next fault its recovery would wait for the failed store.
+
 // rollTimeout bounds one roll; a roll that cannot finish ends the term.
 const rollTimeout = 10 * time.Second
+
+// degradedCheckEvery is how often a leader with a degraded commit ledger
+// counts the registered stores.
+const degradedCheckEvery = time.Second
+
+// checkDegradedLocked counts the registered stores, at most every
+// degradedCheckEvery, while the commit ledger is degraded, and asks for a
+// roll once a full ensemble is there.
+func (l *leader) checkDegradedLocked() {
+	intended := l.commit.IntendedW()
+	if intended == 0 || l.mu.rolling || l.mu.rollWanted != nil || l.mu.checkingStores ||
+		time.Since(l.mu.storesChecked) < degradedCheckEvery {
+		return
+	}
+	l.mu.checkingStores, l.mu.storesChecked = true, time.Now()
+	commit := l.commit
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		ctx, cancel := context.WithTimeout(l.ctx, degradedCheckEvery)
+		live, err := l.ctl.LiveStores(ctx)
+		cancel()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.mu.checkingStores = false
+		if err == nil && live >= intended && l.commit == commit {
+			l.mu.rollWanted = fmt.Errorf("degraded commit ledger: %d stores registered for a full ensemble of %d", live, intended)
+			l.maybeRollLocked()
+		}
+	}()
+}
 
 // maybeRollLocked starts a roll when the commit ledger lost a member and no
 // entry waits for its confirmation (a closed ledger's entries are exactly
@@ -28,9 +64,12 @@ func (l *leader) maybeRollLocked() {
 	}
 	lost := l.commit.LostMember()
 	if lost == nil {
+		lost = l.mu.rollWanted
+	}
+	if lost == nil {
 		return
 	}
-	l.mu.rolling = true
+	l.mu.rolling, l.mu.rollWanted = true, nil
 	old := l.commit
 	l.wg.Add(1)
 	go l.roll(old, lost)

@@ -29,6 +29,9 @@ type CommitLog interface {
 	// LostMember is why a member of the ensemble dropped out for good,
 	// or nil: the leader then rolls to a new commit ledger.
 	LostMember() error
+	// IntendedW is the ensemble size the ledger was meant to have, when it
+	// was created on fewer stores (degraded); 0 when it was not.
+	IntendedW() int
 }
 
 // LedgerControl is what the sequencer needs from ledgers (DESIGN §4 through
@@ -50,6 +53,9 @@ type LedgerControl interface {
 	ClosedSpans(ctx context.Context, id uint64) ([]EntrySpan, error)
 	// Lookup returns a ledger's writer and epoch, and whether it is open.
 	Lookup(ctx context.Context, id uint64) (ref LedgerRef, open bool, err error)
+	// LiveStores counts the stores registered now (a degraded commit
+	// ledger is rolled once there are enough for a full ensemble).
+	LiveStores(ctx context.Context) (int, error)
 	// Older lists every ledger of epoch < epoch that is not closed, and the
 	// ids of closed ones whose offset range reaches c0. The commit ledgers
 	// named in commitLedgers (recovered and replayed in step 2) are left out.
@@ -107,6 +113,12 @@ func (c commitWriter) Append(p []byte) (int64, error) {
 }
 func (c commitWriter) Err() error        { return c.w.Err() }
 func (c commitWriter) LostMember() error { return c.w.LostMember() }
+func (c commitWriter) IntendedW() int {
+	if m := c.w.Metadata(); m.Degraded() {
+		return m.IntendedW
+	}
+	return 0
+}
 func (c commitWriter) Close(ctx context.Context) error {
 	_, err := c.w.Close(ctx)
 	return err
@@ -131,6 +143,12 @@ func (lc *LedgerClient) CreateCommitLog(ctx context.Context, epoch uint64, elect
 		return nil, fmt.Errorf("create commit ledger: %w", err)
 	}
 	return commitWriter{w}, nil
+}
+
+// LiveStores implements LedgerControl.
+func (lc *LedgerClient) LiveStores(ctx context.Context) (int, error) {
+	members, err := ledger.LiveStores(ctx, lc.Etcd)
+	return len(members), err
 }
 
 // ReadCommitLog implements LedgerControl.

@@ -20,6 +20,7 @@ import (
 // nodeFlags are the flags of `orderlog node`.
 type nodeFlags struct {
 	name, dataDir, grpcAddr, httpAddr string
+	grpcAdvertise                     string
 	// etcd lists an external cluster's client addresses; else the process
 	// runs an embedded member of the cluster initialCluster lists.
 	etcd, listenClient, listenPeer, initialCluster, clusterState string
@@ -45,6 +46,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.name, "name", host, "node name: its etcd member name, and its name in incarnations and ledger metadata")
 	fs.StringVar(&f.dataDir, "data", "./data", "directory for this node's state (etcd/, wal/)")
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "127.0.0.1:7070", "gRPC API address (producers, readers, and internal services)")
+	fs.StringVar(&f.grpcAdvertise, "grpc-advertise", "", "gRPC address other nodes and clients are given, when it is not --grpc-addr (NAT, a proxy); default: --grpc-addr")
 	fs.StringVar(&f.httpAddr, "http-addr", "127.0.0.1:7080", "HTTP/JSON API address (also /metrics, /healthz and /readyz)")
 	fs.StringVar(&f.etcd, "etcd", "", "comma-separated client addresses of an external etcd cluster (instead of an embedded member)")
 	fs.StringVar(&f.listenClient, "etcd-listen-client", "127.0.0.1:2379", "embedded etcd member: client address")
@@ -74,7 +76,7 @@ func (f *nodeFlags) config() (node.Config, error) {
 	if err != nil {
 		return node.Config{}, err
 	}
-	cfg := node.Config{NodeName: f.name, DataDir: f.dataDir, GRPCAddr: f.grpcAddr, HTTPAddr: f.httpAddr,
+	cfg := node.Config{NodeName: f.name, DataDir: f.dataDir, GRPCAddr: f.grpcAddr, AdvertiseGRPC: f.grpcAdvertise, HTTPAddr: f.httpAddr,
 		FsyncPolicy: f.fsync, SlowSync: f.slowSync, Pprof: f.pprof, Logger: logger,
 		Ingest: ingest.Config{AckMode: ingest.AckMode(f.ackMode), MaxMessageBytes: f.maxMessage}}
 	cfg.HTTPLimits.MaxMessageBytes = f.maxMessage

@@ -17,18 +17,20 @@ import (
 
 // roleFlags are the flags every role command takes.
 type roleFlags struct {
-	etcd     string
-	grpcAddr string
-	httpAddr string
-	name     string
-	log      logFlags
-	timeouts timeoutFlags
+	etcd          string
+	grpcAddr      string
+	grpcAdvertise string
+	httpAddr      string
+	name          string
+	log           logFlags
+	timeouts      timeoutFlags
 }
 
 func (r *roleFlags) register(fs *flag.FlagSet, roles node.Roles, defaultGRPC, defaultHTTP, httpUse string) {
 	r.timeouts.register(fs, roles)
 	fs.StringVar(&r.etcd, "etcd", "", "comma-separated client URLs of the etcd cluster (required)")
 	fs.StringVar(&r.grpcAddr, "grpc-addr", defaultGRPC, "gRPC address this role serves on (with the grpc.health.v1 health service and server reflection)")
+	fs.StringVar(&r.grpcAdvertise, "grpc-advertise", "", "gRPC address other processes and clients are given, when it is not --grpc-addr (NAT, a proxy); default: --grpc-addr")
 	fs.StringVar(&r.httpAddr, "http-addr", defaultHTTP, "HTTP address: "+httpUse)
 	host, _ := os.Hostname()
 	fs.StringVar(&r.name, "name", host, "node name (in incarnations and ledger metadata)")
@@ -46,7 +48,7 @@ func (r *roleFlags) config(roles node.Roles) (node.Config, error) {
 	if err != nil {
 		return node.Config{}, err
 	}
-	return node.Config{Roles: roles, EtcdEndpoints: strings.Split(r.etcd, ","), GRPCAddr: r.grpcAddr, HTTPAddr: r.httpAddr,
+	return node.Config{Roles: roles, EtcdEndpoints: strings.Split(r.etcd, ","), GRPCAddr: r.grpcAddr, AdvertiseGRPC: r.grpcAdvertise, HTTPAddr: r.httpAddr,
 		NodeName: r.name, Logger: logger}, nil
 }
 

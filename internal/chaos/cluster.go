@@ -27,9 +27,13 @@ type Node struct {
 	Name string
 	Dir  string // its --data directory
 	// The node's own listen addresses; its etcd peers reach it through
-	// PeerProxy (the address --etcd-initial-cluster names).
+	// PeerProxy (the address --etcd-initial-cluster names). GRPCAddr is
+	// GRPCProxy's address, which the node advertises (--grpc-advertise):
+	// the other nodes' gRPC traffic to it (stores, grants, Release) and
+	// the clients' go through the proxy; it listens on grpcListen.
 	GRPCAddr, HTTPAddr, EtcdClient, EtcdPeer string
-	PeerProxy                                *Proxy
+	PeerProxy, GRPCProxy                     *Proxy
+	grpcListen                               string
 	args                                     []string
 
 	cmd    *exec.Cmd
@@ -61,16 +65,20 @@ func NewCluster(binary, dir string, n int, extraArgs []string) (*Cluster, error)
 		if err != nil {
 			return nil, err
 		}
-		node.GRPCAddr, node.HTTPAddr, node.EtcdClient, node.EtcdPeer = ports[0], ports[1], ports[2], ports[3]
+		node.grpcListen, node.HTTPAddr, node.EtcdClient, node.EtcdPeer = ports[0], ports[1], ports[2], ports[3]
 		if node.PeerProxy, err = NewProxy(node.EtcdPeer, c.owner); err != nil {
 			return nil, err
 		}
+		if node.GRPCProxy, err = NewProxy(node.grpcListen, c.owner); err != nil {
+			return nil, err
+		}
+		node.GRPCAddr = node.GRPCProxy.Addr()
 		members = append(members, node.Name+"=http://"+node.PeerProxy.Addr())
 		c.Nodes = append(c.Nodes, node)
 	}
 	for _, node := range c.Nodes {
 		node.args = append([]string{"node", "--name", node.Name, "--data", node.Dir,
-			"--grpc-addr", node.GRPCAddr, "--http-addr", node.HTTPAddr,
+			"--grpc-addr", node.grpcListen, "--grpc-advertise", node.GRPCAddr, "--http-addr", node.HTTPAddr,
 			"--etcd-listen-client", node.EtcdClient, "--etcd-listen-peer", node.EtcdPeer,
 			"--etcd-initial-cluster", strings.Join(members, ",")}, extraArgs...)
 	}
@@ -196,15 +204,21 @@ func (c *Cluster) Resume(node *Node) {
 	}
 }
 
-// Partition cuts node off from every other node, both ways (etcd raft
-// traffic); Heal joins it again. Clients still reach every node.
+// Partition cuts node off from every other node, both ways: etcd raft
+// traffic and gRPC (store replication, grant streams, Release); open
+// connections are closed and new ones refused. Heal joins it again.
+// Clients (this process) still reach every node.
 func (c *Cluster) Partition(node *Node) {
 	for _, other := range c.Nodes {
 		if other == node {
 			continue
 		}
-		node.PeerProxy.Block(other.Name)
-		other.PeerProxy.Block(node.Name)
+		for _, p := range []*Proxy{node.PeerProxy, node.GRPCProxy} {
+			p.Block(other.Name)
+		}
+		for _, p := range []*Proxy{other.PeerProxy, other.GRPCProxy} {
+			p.Block(node.Name)
+		}
 	}
 }
 
@@ -213,8 +227,12 @@ func (c *Cluster) Heal(node *Node) {
 		if other == node {
 			continue
 		}
-		node.PeerProxy.Unblock(other.Name)
-		other.PeerProxy.Unblock(node.Name)
+		for _, p := range []*Proxy{node.PeerProxy, node.GRPCProxy} {
+			p.Unblock(other.Name)
+		}
+		for _, p := range []*Proxy{other.PeerProxy, other.GRPCProxy} {
+			p.Unblock(node.Name)
+		}
 	}
 }
 
@@ -369,5 +387,6 @@ func (c *Cluster) Close() {
 		c.Resume(n)
 		c.Kill(n)
 		n.PeerProxy.Close()
+		n.GRPCProxy.Close()
 	}
 }

@@ -73,3 +73,70 @@ func checkAllDegraded(t *testing.T, ctx context.Context, cli *clientv3.Client) {
 		}
 	}
 }
+
+// TestDegradedLedgersRollOnceAFullEnsembleIsBack: ledgers created on two
+// stores while the third node was away (W=3, A=2) are rolled onto three
+// stores once it is back: ingest ledgers and the commit ledger, within a
+// few seconds. A degraded ledger has W = A: after the next fault its
+// recovery would wait for the failed store (the chaos runs' 20–40 s
+// commit-ledger recoveries, "answers=[…=no reply …=PRESENT fenced]").
+func TestDegradedLedgersRollOnceAFullEnsembleIsBack(t *testing.T) {
+	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	var servers []*Server
+	for range 2 {
+		s := startClusterNode(t, etcd, Roles{Ingest: true}, ingest.AckQuorum)
+		defer s.Close()
+		servers = append(servers, s)
+	}
+	seq := startClusterNode(t, etcd, Roles{Sequencer: true}, ingest.AckQuorum)
+	defer seq.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	waitAllReady(t, ctx, append(servers, seq)...)
+	c := dial(t, servers[0])
+	p, err := c.NewProducer(ctx, "rolling", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Produce(ctx, msg("t", "", "on two stores")); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := etcd.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	checkAllDegraded(t, ctx, cli)
+
+	third := startClusterNode(t, etcd, Roles{Ingest: true}, ingest.AckQuorum)
+	defer third.Close()
+	start := time.Now()
+	for {
+		if _, err := p.Produce(ctx, msg("t", "", "rolling")); err != nil {
+			t.Fatal(err)
+		}
+		open, err := ledger.List(ctx, cli, ledger.Filter{States: []ledger.State{ledger.StateOpen}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		degraded := 0
+		for _, m := range open {
+			if m.Degraded() {
+				degraded++
+			}
+		}
+		if degraded == 0 && len(open) >= 2 {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("%d of %d open ledgers still degraded %v after the third store came back", degraded, len(open), time.Since(start))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("every open ledger on three stores %v after the third store came back", time.Since(start))
+}

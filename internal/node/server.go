@@ -62,6 +62,11 @@ type Config struct {
 	// GRPCAddr and HTTPAddr are where the APIs listen (port 0: any free port).
 	GRPCAddr string
 	HTTPAddr string
+	// AdvertiseGRPC is the gRPC address other nodes and clients are given
+	// (store registration, the sequencer's election value, Release, the
+	// client endpoint list): behind NAT, a proxy or a load balancer it is
+	// not the listen address. Empty: the listen address.
+	AdvertiseGRPC string
 	// EtcdAddr is the embedded etcd server's client address.
 	EtcdAddr string
 	// Member makes the embedded etcd server a member of a multi-member
@@ -275,7 +280,7 @@ func (s *Server) openStore(ctx context.Context) error {
 	walpb.RegisterWALServer(s.grpc, s.storeService)
 	// The store's lease has StoreLeaseTTL (default: the ingest lease TTL);
 	// registration.go keeps the registration through lease losses.
-	rec := storeRecord{StoreID: s.store.StoreID(), Incarnation: s.store.Incarnation(), Address: s.grpcLis.Addr().String()}
+	rec := storeRecord{StoreID: s.store.StoreID(), Incarnation: s.store.Incarnation(), Address: s.AdvertisedGRPCAddr()}
 	s.registration, err = startStoreRegistration(ctx, s.cli, rec, s.cfg.StoreLeaseTTL, s.events, s.logger)
 	return err
 }
@@ -292,7 +297,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 	}
 	if s.cfg.Roles.Ingest {
 		s.cfg.Ingest.LocalStore = s.store.StoreID()
-		s.cfg.Ingest.Address = s.GRPCAddr()
+		s.cfg.Ingest.Address = s.AdvertisedGRPCAddr()
 		chooser := func(ctx context.Context, w int) ([]ledger.Member, error) {
 			return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
 		}
@@ -317,7 +322,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 // localSequencer reaches the sequencer leader at addr in process when that
 // leader is this process's own sequencer node.
 func (s *Server) localSequencer(addr string) sequencer.GrantStreamer {
-	if s.sequencerService == nil || addr != s.grpcLis.Addr().String() {
+	if s.sequencerService == nil || addr != s.AdvertisedGRPCAddr() {
 		return nil
 	}
 	return sequencer.LocalGrants(s.sequencerService)
@@ -326,7 +331,7 @@ func (s *Server) localSequencer(addr string) sequencer.GrantStreamer {
 // startSequencer creates the sequencer node and campaigns once the stores
 // for its commit ledger are registered.
 func (s *Server) startSequencer(ctx context.Context) error {
-	addr := s.grpcLis.Addr().String()
+	addr := s.AdvertisedGRPCAddr()
 	control := &sequencer.LedgerClient{Etcd: s.cli, Stores: s.dialer, Writer: "sequencer-" + s.cfg.NodeName,
 		Replication: sequencer.CommitReplication{AckQuorum: s.cfg.Commit.A, Tolerate: s.cfg.Commit.Tolerate}, Events: s.events}
 	var err error
@@ -391,6 +396,15 @@ func (s *Server) metricsRegistry() *prometheus.Registry {
 
 // GRPCAddr and HTTPAddr are where the server listens.
 func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
+
+// AdvertisedGRPCAddr is the gRPC address others are given
+// (Config.AdvertiseGRPC, else the listen address).
+func (s *Server) AdvertisedGRPCAddr() string {
+	if s.cfg.AdvertiseGRPC != "" {
+		return s.cfg.AdvertiseGRPC
+	}
+	return s.GRPCAddr()
+}
 func (s *Server) HTTPAddr() string { return s.httpLis.Addr().String() }
 
 // EtcdEndpoint is the embedded etcd server's client URL.
