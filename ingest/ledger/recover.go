@@ -152,6 +152,9 @@ type recovery struct {
 	// fenced marks the stores that acknowledged this recovery's fence;
 	// only their ABSENT answers count (decideEntry).
 	fenced []bool
+	// lost marks the members lost for good (lost.go), as of lostAt.
+	lost   []bool
+	lostAt time.Time
 }
 
 // errClosedElsewhere stops a recovery that finds, while waiting, that
@@ -166,6 +169,7 @@ func (r *recovery) run(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	r.spans = make(map[int64]Span)
+	r.refreshLost(ctx)
 	for entry := startAfter + 1; ; {
 		// Fast path: decide and roll forward a window of entries at once.
 		next, ended, err := r.settleWindow(ctx, entry)
@@ -290,6 +294,7 @@ func (r *recovery) settle(ctx context.Context, entry int64) (bool, error) {
 		if err := r.pause(ctx); err != nil {
 			return false, r.incomplete(entry, "neither A holders nor W-A+1 ABSENT", err)
 		}
+		r.refreshLost(ctx)
 	}
 }
 
@@ -305,6 +310,9 @@ func (r *recovery) describe(reads []entryRead) []string {
 		out[i] = r.meta.Ensemble[i].StoreID + "=" + names[rd.answer]
 		if r.fenced[i] {
 			out[i] += " fenced"
+		}
+		if i < len(r.lost) && r.lost[i] {
+			out[i] += " lost"
 		}
 	}
 	return out

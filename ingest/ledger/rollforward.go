@@ -117,7 +117,7 @@ func (r *recovery) rollForward(ctx context.Context, from int64, reads [][]entryR
 		for i := range holders {
 			holders[i] = holds[i] > k
 		}
-		if !rolledForward(holders, r.meta.A) {
+		if !rolledForward(holders, r.rollForwardQuorum()) {
 			return k
 		}
 	}

@@ -1,0 +1,64 @@
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// Members lost for good, in a recovery. A member whose store came back
+// empty (registered in another incarnation: it answers UNKNOWN for the
+// ledger and refuses its appends for ever), or whose address another store
+// now holds (the node's disk was replaced), can never hold an entry again.
+// When so many members are lost that fewer than A are left, an entry some
+// member holds could never be rolled forward to A stores, and the recovery
+// would wait for ever: it then rolls forward onto every member left and
+// closes the ledger with those copies; re-replication restores the rest
+// once it is closed. A member that is merely unreachable is never lost:
+// it may come back with its entries.
+
+// lostRefresh is how often a waiting recovery reads the registrations
+// again.
+const lostRefresh = time.Second
+
+// lostMembers marks each member of ensemble that registered lists as lost
+// for good (the rule above; DESIGN §4).
+func lostMembers(ensemble []Member, registered []Member) []bool {
+	byID := make(map[string]Member, len(registered))
+	byAddress := make(map[string]string, len(registered))
+	for _, reg := range registered {
+		byID[reg.StoreID] = reg
+		byAddress[reg.Address] = reg.StoreID
+	}
+	lost := make([]bool, len(ensemble))
+	for i, m := range ensemble {
+		reg, ok := byID[m.StoreID]
+		holder, taken := byAddress[m.Address]
+		lost[i] = ok && reg.Incarnation != m.Incarnation || !ok && taken && holder != m.StoreID
+	}
+	return lost
+}
+
+// refreshLost reads the registrations again, at most every lostRefresh.
+func (r *recovery) refreshLost(ctx context.Context) {
+	if time.Since(r.lostAt) < lostRefresh {
+		return
+	}
+	r.lostAt = time.Now()
+	registered, err := LiveStores(ctx, r.cli)
+	if err != nil {
+		return // keep what was known
+	}
+	r.lost = lostMembers(r.meta.Ensemble, registered)
+}
+
+// rollForwardQuorum is how many holders make an entry rolled forward: A,
+// or every member left when fewer than A are not lost.
+func (r *recovery) rollForwardQuorum() int {
+	left := len(r.meta.Ensemble)
+	for _, l := range r.lost {
+		if l {
+			left--
+		}
+	}
+	return max(1, min(r.meta.A, left))
+}

@@ -1,0 +1,89 @@
+package ledger
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"orderlog/internal/keys"
+)
+
+func TestLostMembersAreReplacedOrWipedStores(t *testing.T) {
+	ensemble := []Member{
+		{StoreID: "a", Incarnation: 1, Address: "h1:7070"}, // registered as it is: sound
+		{StoreID: "b", Incarnation: 1, Address: "h2:7070"}, // came back empty: lost
+		{StoreID: "c", Incarnation: 1, Address: "h3:7070"}, // its address holds another store: lost
+		{StoreID: "d", Incarnation: 1, Address: "h4:7070"}, // unregistered: may come back
+	}
+	registered := []Member{
+		{StoreID: "a", Incarnation: 1, Address: "h1:7070"},
+		{StoreID: "b", Incarnation: 2, Address: "h2:7070"},
+		{StoreID: "e", Incarnation: 1, Address: "h3:7070"},
+	}
+	if got, want := lostMembers(ensemble, registered), []bool{false, true, true, false}; !slices.Equal(got, want) {
+		t.Fatalf("lost %v, want %v", got, want)
+	}
+}
+
+// register records the slots' current incarnations in etcd, as their
+// nodes do.
+func register(t *testing.T, c *testCluster, slots ...*storeSlot) {
+	t.Helper()
+	for _, s := range slots {
+		m := s.member()
+		b, err := EncodeStoreRegistration(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.cli.Put(context.Background(), keys.Store(m.StoreID), string(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRecoveryClosesWhenTooFewMembersAreLeft: a ledger on two stores with
+// A=2 (created degraded while a third was away). Entries 10 and 11 reached
+// only store 0; then store 1 lost its disk and came back empty, registered
+// as a new incarnation. No entry can ever be on A stores of this ensemble
+// again, and store 1 never answers ABSENT for it: recovery rolls forward
+// onto the members left and closes at 11 with those copies (re-replication
+// restores the count) instead of waiting for ever. Before, a new sequencer
+// leader waited on such a commit ledger until the chaos run gave up.
+func TestRecoveryClosesWhenTooFewMembersAreLeft(t *testing.T) {
+	c := newTestCluster(t, 2, 17)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	register(t, c, c.slots...)
+	w := c.create(t, 2, 1, WriterOptions{})
+	appendRange(t, w, 0, 10)
+	if err := w.WaitConfirmed(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	c.net.partition("writer", c.slots[1].name, true)
+	appendRange(t, w, 10, 12) // on store 0 only: never confirmed
+	old := c.slots[1].member()
+	c.slots[1].restart(t, true)
+	if _, err := c.cli.Delete(ctx, keys.Store(old.StoreID)); err != nil { // its lease ended with it
+		t.Fatal(err)
+	}
+	register(t, c, c.slots[1])
+
+	m, err := Recover(ctx, c.cli, w.ID(), RecoverOptions{Stores: c.net.dialer("recovery"), CallTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.State != StateClosed || m.LastEntry != 11 {
+		t.Fatalf("recovered %+v, want closed at 11", m)
+	}
+	r, err := NewReader(m, m.LastEntry, ReaderOptions{Stores: c.net.dialer("reader")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(0); id <= 11; id++ {
+		e, err := r.Read(ctx, id)
+		if err != nil || string(e.Payload) != string(payloadFor(w.ID(), id)) {
+			t.Fatalf("entry %d: %q %v", id, e.Payload, err)
+		}
+	}
+}
