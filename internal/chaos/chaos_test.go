@@ -120,6 +120,9 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("cycle %d: heal: %v", cycle, err)
 		}
 		waitReady(t, cluster)
+		protected := time.Now()
+		waitProtected(t, cluster)
+		t.Logf("cycle %d: healed; ledgers re-protected %v after the nodes were ready", cycle, time.Since(protected).Round(time.Millisecond))
 	}
 	healed := time.Now()
 	waitAcked(t, w.Recorder, producers, healed)
@@ -348,6 +351,15 @@ func waitReady(t *testing.T, cluster *Cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := cluster.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitProtected(t *testing.T, cluster *Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := cluster.WaitProtected(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

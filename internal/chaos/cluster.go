@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"orderlog/ingest/ledger"
 	"orderlog/internal/keys"
 )
 
@@ -277,6 +278,62 @@ func (c *Cluster) FlipByte(node *Node, rng *rand.Rand) (string, int64, error) {
 		return path, pos, f.Sync()
 	}
 	return "", 0, errors.New("no WAL segment with records")
+}
+
+// WaitProtected waits until the cluster tolerates its next fault again:
+// every open ledger (ingest and commit ledgers) has a full ensemble of
+// stores registered in the incarnations it names. A node that comes back
+// has its ledgers re-protected within about a second (degraded ledgers
+// roll once a full ensemble is registered, a wiped store's ledgers roll
+// off it); a fault inside that window is a second fault on top of the
+// first, which W=3, A=2 does not promise to survive without waiting.
+func (c *Cluster) WaitProtected(ctx context.Context) error {
+	cli, _, err := c.etcdClient()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	for {
+		weak, err := c.weakLedgers(ctx, cli)
+		if err == nil && len(weak) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("open ledgers %v not on a full ensemble of registered stores (%v): %w", weak, err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// weakLedgers lists the open ledgers that are degraded or name a store
+// incarnation that is not registered.
+func (c *Cluster) weakLedgers(ctx context.Context, cli *clientv3.Client) ([]uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	open, err := ledger.List(ctx, cli, ledger.Filter{States: []ledger.State{ledger.StateOpen}})
+	if err != nil {
+		return nil, err
+	}
+	live, err := ledger.LiveStores(ctx, cli)
+	if err != nil {
+		return nil, err
+	}
+	registered := make(map[ledger.Member]bool, len(live))
+	for _, m := range live {
+		registered[ledger.Member{StoreID: m.StoreID, Incarnation: m.Incarnation}] = true
+	}
+	var weak []uint64
+	for _, m := range open {
+		sound := !m.Degraded()
+		for _, member := range m.Ensemble {
+			sound = sound && registered[ledger.Member{StoreID: member.StoreID, Incarnation: member.Incarnation}]
+		}
+		if !sound {
+			weak = append(weak, m.ID)
+		}
+	}
+	return weak, nil
 }
 
 // WaitReady waits until every running node's /readyz answers 200.
