@@ -360,9 +360,9 @@ func (p *Producer) watchStream(ctx context.Context, health healthpb.HealthClient
 			}
 			probed = now
 			probeCtx, cancel := context.WithTimeout(ctx, p.opts.StallProbeTimeout)
-			_, err := health.Check(probeCtx, &healthpb.HealthCheckRequest{})
+			resp, err := health.Check(probeCtx, &healthpb.HealthCheckRequest{Service: producerService})
 			cancel()
-			if ctx.Err() == nil && probeFailed(err) {
+			if ctx.Err() == nil && probeFailed(resp, err) {
 				close(stalled)
 				endStream()
 				return
@@ -377,13 +377,22 @@ func needsProbe(inFlight int, quiet, now time.Time, after time.Duration) bool {
 	return inFlight > 0 && now.Sub(quiet) >= after
 }
 
-// probeFailed says whether a health check's outcome means the node did not
-// answer. Any answer, even NOT_SERVING or an unimplemented health service,
-// comes from a live process: refusals move the producer if it cannot serve.
-func probeFailed(err error) bool {
+// producerService is the health service name a stalled producer probes:
+// a node reports it NOT_SERVING when it cannot own producers (it lost its
+// etcd registration, say behind a partition).
+var producerService = orderlogpb.Producer_ServiceDesc.ServiceName
+
+// probeFailed says whether a health check's outcome means the producer
+// should move: the node did not answer, or says it cannot own producers.
+// Any other answer (SERVING while it waits for a sequencer leader, an
+// unknown service, no health service) comes from a live node that can:
+// refusals move the producer if it cannot serve.
+func probeFailed(resp *healthpb.HealthCheckResponse, err error) bool {
 	switch status.Code(err) {
 	case codes.DeadlineExceeded, codes.Unavailable:
 		return true
+	case codes.OK:
+		return resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
 	}
 	return false
 }

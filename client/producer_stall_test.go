@@ -35,17 +35,21 @@ func TestNeedsProbe(t *testing.T) {
 }
 
 func TestProbeFailed(t *testing.T) {
+	serving := &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}
+	notServing := &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}
 	for name, c := range map[string]struct {
+		resp *healthpb.HealthCheckResponse
 		err  error
 		want bool
 	}{
-		"answered":                    {nil, false},
-		"no answer in time":           {status.Error(codes.DeadlineExceeded, "deadline"), true},
-		"connection gone":             {status.Error(codes.Unavailable, "refused"), true},
-		"no health service":           {status.Error(codes.Unimplemented, "unknown service"), false},
-		"unknown service (NOT_FOUND)": {status.Error(codes.NotFound, "unknown service"), false},
+		"serving":                     {serving, nil, false},
+		"cannot own producers":        {notServing, nil, true},
+		"no answer in time":           {nil, status.Error(codes.DeadlineExceeded, "deadline"), true},
+		"connection gone":             {nil, status.Error(codes.Unavailable, "refused"), true},
+		"no health service":           {nil, status.Error(codes.Unimplemented, "unknown service"), false},
+		"unknown service (NOT_FOUND)": {nil, status.Error(codes.NotFound, "unknown service"), false},
 	} {
-		if got := probeFailed(c.err); got != c.want {
+		if got := probeFailed(c.resp, c.err); got != c.want {
 			t.Errorf("%s: probeFailed = %v, want %v", name, got, c.want)
 		}
 	}
@@ -59,6 +63,7 @@ type fakeNode struct {
 	orderlogpb.UnimplementedProducerServer
 	healthpb.UnimplementedHealthServer
 	hung    bool
+	cutOff  bool          // answers health checks NOT_SERVING and holds frames
 	release chan struct{} // nil: frames are answered at once
 	base    uint64        // offset of seq 0
 	probes  atomic.Int32
@@ -76,7 +81,7 @@ func (f *fakeNode) Produce(stream grpc.BidiStreamingServer[orderlogpb.ProduceReq
 		if err != nil {
 			return err
 		}
-		if f.hung {
+		if f.hung || f.cutOff {
 			continue
 		}
 		if f.release != nil {
@@ -100,6 +105,9 @@ func (f *fakeNode) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*
 	if f.hung {
 		<-ctx.Done()
 		return nil, ctx.Err()
+	}
+	if f.cutOff {
+		return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}, nil
 	}
 	if f.probes.Add(1) == 3 && f.release != nil {
 		close(f.release) // the third probe answered: the node's frames are logged now
@@ -159,9 +167,20 @@ func TestProducerMovesOffANodeThatAnswersNothing(t *testing.T) {
 	}
 }
 
+// A producer whose node holds its frames and says it cannot own producers
+// (NOT_SERVING: cut off from etcd by a partition) moves to the next node.
+func TestProducerMovesOffANodeThatCannotOwnIt(t *testing.T) {
+	cut, live := &fakeNode{cutOff: true}, &fakeNode{base: 1000}
+	cutAddr, liveAddr := startFakeNode(t, cut), startFakeNode(t, live)
+	offset, endpoint := produceOne(t, cutAddr+","+liveAddr)
+	if endpoint != liveAddr || offset != 1000 {
+		t.Fatalf("acked offset %d on %s, want offset 1000 from the live node %s", offset, endpoint, liveAddr)
+	}
+}
+
 // A node that holds frames (waiting for a sequencer leader, a takeover)
-// but answers its health checks keeps its producer: moving would revoke
-// its lease and reset every producer it owns.
+// but answers its health checks SERVING keeps its producer: every node
+// waits alike, and moving would only hand the producer around.
 func TestProducerStaysOnASlowNodeThatAnswersProbes(t *testing.T) {
 	slow, other := &fakeNode{release: make(chan struct{})}, &fakeNode{base: 1000}
 	slowAddr, otherAddr := startFakeNode(t, slow), startFakeNode(t, other)

@@ -25,6 +25,22 @@ func (n *Node) Ready() error {
 	return nil
 }
 
+// Registered returns nil while the node holds its etcd registration, so it
+// can own producers (though writes may wait for a sequencer leader), and
+// says why not otherwise: a node cut off from etcd loses its lease and
+// registers again, and its producers are better served elsewhere.
+func (n *Node) Registered() error {
+	select {
+	case <-n.stop:
+		return errors.New("ingest: node stopped")
+	default:
+	}
+	if n.current().lease == 0 {
+		return errors.New("ingest: registering in etcd (after a lost lease)")
+	}
+	return nil
+}
+
 // connected reports whether a grant stream to the leader is open.
 func (s *SequencerSession) connected() bool {
 	s.mu.Lock()

@@ -109,7 +109,7 @@ func TestChaos(t *testing.T) {
 		if err != nil {
 			t.Fatalf("cycle %d: inject %s: %v", cycle, kind, err)
 		}
-		t.Logf("cycle %d: %s on %s %s", cycle, f.Kind, f.Node.Name, f.Detail)
+		t.Logf("cycle %d: %s on %s at %s %s", cycle, f.Kind, f.Node.Name, f.At.Format("15:04:05.000"), f.Detail)
 		faults = append(faults, f)
 		all := waitAcked(t, w.Recorder, producers, f.At)
 		resumed = append(resumed, all)

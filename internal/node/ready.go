@@ -160,6 +160,13 @@ func (r *readiness) refresh() error {
 			r.health.SetServingStatus(svc, servingStatus(role.err))
 		}
 	}
+	if r.server.ingest != nil {
+		// The Producer service says whether this node can own producers:
+		// clients whose frames stall probe it and move elsewhere when it
+		// cannot. While no sequencer leader grants, every node waits
+		// alike, and moving would only hand producers around.
+		r.health.SetServingStatus(orderlogpb.Producer_ServiceDesc.ServiceName, servingStatus(r.server.ingest.Registered()))
+	}
 	err := overall(roles)
 	r.health.SetServingStatus("", servingStatus(err))
 	r.health.SetServingStatus(orderlogpb.Admin_ServiceDesc.ServiceName, servingStatus(err))
