@@ -55,8 +55,8 @@ type Config struct {
 	ReleaseTimeout time.Duration
 	// Address is where other nodes reach this node's gRPC services (its
 	// IngestPeer service for Release), published as the value of its
-	// liveness key. Empty: producers move here by revoking the previous
-	// owner's lease.
+	// liveness key. Empty: nobody can ask this node to release a producer,
+	// and producers move away from it by revoking its lease.
 	Address string
 	// UnreachableAfter is how long a ledger's store may leave entries
 	// unacknowledged before the writer counts it unreachable (and closes the

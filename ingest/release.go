@@ -14,6 +14,7 @@ import (
 	"orderlog/ingest/coordinator"
 	"orderlog/ingest/ledger"
 	"orderlog/ingest/producer"
+	"orderlog/internal/apierr"
 	"orderlog/internal/grpcopt"
 	"orderlog/internal/keys"
 	"orderlog/proto/ingestpb"
@@ -25,8 +26,10 @@ import (
 // revoked (fenceOwner), which costs it every producer it owns.
 
 // DefaultReleaseTimeout bounds a Release call before the new owner falls
-// back to revoking the previous owner's lease.
-const DefaultReleaseTimeout = 2 * time.Second
+// back to revoking the previous owner's lease. A release waits for the
+// producer's messages in flight, which may wait for a store that stopped
+// answering (DefaultUnreachableAfter) and a ledger roll: it is longer.
+const DefaultReleaseTimeout = 3 * time.Second
 
 // Release hands producer id over to the node that took it over in etcd:
 // owner must be this node's current incarnation. It returns once none of
@@ -80,24 +83,31 @@ func (n *Node) answerRelease(done coordinator.ProducerReleased) {
 // owner took the producer over and died before it settled: the writer of
 // the state ledger was then asked to release it, may still be doing so,
 // and no record names it any more.
-func (n *Node) holders(ctx context.Context, previous string, stateLedger uint64) []string {
+func (n *Node) holders(ctx context.Context, previous string, stateLedger uint64) ([]string, error) {
 	holders := []string{previous}
 	if stateLedger == 0 {
-		return holders
+		return holders, nil
 	}
 	m, err := ledger.Get(ctx, n.etcd, stateLedger)
-	if err == nil && m.WriterIncarnation != previous {
+	if err != nil {
+		// Going on without the state ledger's writer could leave it
+		// logging the producer: the takeover fails and is retried.
+		return nil, apierr.New(apierr.Unavailable, "read the producer's state ledger %d: %v", stateLedger, err)
+	}
+	if m.WriterIncarnation != previous {
 		holders = append(holders, m.WriterIncarnation)
 	}
-	return holders
+	return holders, nil
 }
 
 // handOver makes sure none of the producer's holders logs anything more for
 // it before this node takes its frames: each is asked to Release it and,
 // if that fails, its lease is revoked. It returns the state a holder
 // released, or nil when the state must be rebuilt from the ledgers (no
-// holder left, or one was fenced). Only a holder that settled the producer
-// (and so recorded its state ledger) can release it, so at most one does.
+// holder left, or one was fenced). A holder releases state only if it
+// settled the producer, and at most one session anywhere is settled for it
+// (a settled session's node owned it until this takeover), so at most one
+// holder answers with state.
 func (n *Node) handOver(ctx context.Context, id uint64, holders []string, self string) (*producer.State, error) {
 	var released *producer.State
 	for _, h := range holders {
@@ -128,6 +138,11 @@ func (n *Node) handOverFrom(ctx context.Context, id uint64, previous, self strin
 	state, err := n.askRelease(ctx, addr, id, previous, self)
 	if err == nil {
 		return state, nil
+	}
+	if status.Code(err) == codes.Aborted {
+		// The record names another owner than this node by now: this
+		// takeover is stale and must fence nobody.
+		return nil, apierr.New(apierr.Unavailable, "take over producer %d: %v", id, err)
 	}
 	n.logger.Info("ingest: the previous owner did not release the producer; fencing it", "producer", id,
 		"previous", previous, "addr", addr, "err", err)
@@ -174,8 +189,17 @@ func NewPeerService(n *Node) *PeerService { return &PeerService{node: n} }
 // Register adds the service to srv.
 func (s *PeerService) Register(srv *grpc.Server) { ingestpb.RegisterIngestPeerServer(srv, s) }
 
-// Release implements ingestpb.IngestPeerServer.
+// Release implements ingestpb.IngestPeerServer. A caller the producer
+// record no longer names as the owner is refused (ABORTED): a delayed
+// Release must not take the producer from a node it came back to.
 func (s *PeerService) Release(ctx context.Context, req *ingestpb.ReleaseRequest) (*ingestpb.ReleaseResponse, error) {
+	rec, _, err := getProducer(ctx, s.node.etcd, req.ProducerId)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "read producer %d: %v", req.ProducerId, err)
+	}
+	if rec.Owner != req.NewOwner {
+		return nil, status.Errorf(codes.Aborted, "producer %d is owned by %s, not the caller %s", req.ProducerId, rec.Owner, req.NewOwner)
+	}
 	released, err := s.node.Release(ctx, req.ProducerId, req.Owner)
 	if err != nil {
 		if _, ok := status.FromError(err); !ok {

@@ -38,7 +38,10 @@ func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 	}
 	var released *producer.State
 	if err == nil {
-		released, err = n.handOver(ctx, t.Producer, n.holders(ctx, previousOwner, rec.StateLedger), incarnation)
+		var holders []string
+		if holders, err = n.holders(ctx, previousOwner, rec.StateLedger); err == nil {
+			released, err = n.handOver(ctx, t.Producer, holders, incarnation)
+		}
 	}
 	switch {
 	case err != nil:
@@ -47,7 +50,11 @@ func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 	default:
 		result.State, err = rebuildProducer(ctx, n.etcd, n.stores, t.Producer, rec.StateLedger, n.cfg.DedupWindow)
 	}
-	result.State.Epoch = rec.Epoch
+	// The record was read before the handover: an InitProducer at the
+	// previous owner may have raised the epoch since, and the state it
+	// released carries that epoch. Never go back below it (the older
+	// instance would be accepted again).
+	result.State.Epoch = max(result.State.Epoch, rec.Epoch)
 	if errors.Is(err, errUnknownProducer) {
 		err = apierr.New(apierr.UnknownProducer, "producer %d is not registered: call InitProducer", t.Producer)
 	} else if err != nil && apierr.As(err).Code == apierr.Internal {

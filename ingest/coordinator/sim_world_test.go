@@ -79,6 +79,9 @@ type simRelease struct {
 	t    Takeover
 	rec  *simProducerRecord
 	gen  uint64 // the record's ownership generation after the takeover's CAS
+	// epoch is the record's epoch as the takeover read it: an InitProducer
+	// at the previous owner may raise it before the release.
+	epoch uint64
 }
 
 // simLedger is a ledger in miniature (DESIGN.md §4): its writer appends
@@ -532,7 +535,7 @@ func (w *simWorld) takeover(n *simNode, incarnation string, t Takeover) (result 
 			continue
 		}
 		if owner := w.liveNode(h); owner != nil && ask == nil && w.rng.IntN(4) != 0 {
-			ask = &simRelease{to: n, inc: incarnation, from: h, t: t, rec: rec, gen: gen}
+			ask = &simRelease{to: n, inc: incarnation, from: h, t: t, rec: rec, gen: gen, epoch: rec.epoch}
 			w.askRelease(owner, ask)
 			continue
 		}
@@ -541,17 +544,17 @@ func (w *simWorld) takeover(n *simNode, incarnation string, t Takeover) (result 
 	if ask != nil {
 		return result, true
 	}
-	return w.rebuiltTakeover(incarnation, "", t, rec, gen), false
+	return w.rebuiltTakeover(incarnation, "", t, rec, gen, rec.epoch), false
 }
 
 // rebuiltTakeover fences a holder that did not release the producer (""
 // when every holder is fenced already) and rebuilds the producer's state
 // from the ledgers.
-func (w *simWorld) rebuiltTakeover(incarnation, holder string, t Takeover, rec *simProducerRecord, gen uint64) TakeoverResult {
+func (w *simWorld) rebuiltTakeover(incarnation, holder string, t Takeover, rec *simProducerRecord, gen, epoch uint64) TakeoverResult {
 	w.fenceOwner(holder, incarnation)
-	result := TakeoverResult{Producer: t.Producer, Epoch: t.Epoch, Session: t.Session, Current: rec.epoch, OwnerGen: gen}
+	result := TakeoverResult{Producer: t.Producer, Epoch: t.Epoch, Session: t.Session, Current: epoch, OwnerGen: gen}
 	result.State = w.rebuild(t.Producer, rec.stateLedger)
-	result.State.Epoch = rec.epoch
+	result.State.Epoch = max(result.State.Epoch, epoch) // as the driver: never below what was released or logged
 	w.logf("%s takes p%d over at epoch %d: next seq %d", incarnation, t.Producer, t.Epoch, result.State.DurableNext)
 	return result
 }
@@ -598,15 +601,15 @@ func (w *simWorld) released(answer ProducerReleased) {
 	delete(w.releases, answer.Token)
 	if answer.NotHeld {
 		w.logf("%s does not hold p%d: %s rebuilds it", r.from, r.t.Producer, r.inc)
-		w.deliverTakeover(r, func() TakeoverResult { return w.rebuiltTakeover(r.inc, "", r.t, r.rec, r.gen) })
+		w.deliverTakeover(r, func() TakeoverResult { return w.rebuiltTakeover(r.inc, "", r.t, r.rec, r.gen, r.epoch) })
 		return
 	}
 	w.stats.released++
 	w.logf("%s released p%d to %s: next seq %d", r.from, r.t.Producer, r.inc, answer.State.DurableNext)
 	w.deliverTakeover(r, func() TakeoverResult {
 		state := answer.State
-		state.Epoch = r.rec.epoch
-		return TakeoverResult{Producer: r.t.Producer, Epoch: r.t.Epoch, Session: r.t.Session, Current: r.rec.epoch,
+		state.Epoch = max(state.Epoch, r.epoch)
+		return TakeoverResult{Producer: r.t.Producer, Epoch: r.t.Epoch, Session: r.t.Session, Current: r.epoch,
 			OwnerGen: r.gen, State: state}
 	})
 }
@@ -620,7 +623,7 @@ func (w *simWorld) releaseFailed(token uint64, why string) {
 	}
 	delete(w.releases, token)
 	w.logf("release of p%d to %s failed (%s): fencing %s", r.t.Producer, r.inc, why, r.from)
-	w.deliverTakeover(r, func() TakeoverResult { return w.rebuiltTakeover(r.inc, r.from, r.t, r.rec, r.gen) })
+	w.deliverTakeover(r, func() TakeoverResult { return w.rebuiltTakeover(r.inc, r.from, r.t, r.rec, r.gen, r.epoch) })
 }
 
 // failReleasesFrom fails the Releases a crashed node will never answer

@@ -64,8 +64,9 @@ type Config struct {
 	HTTPAddr string
 	// AdvertiseGRPC is the gRPC address other nodes and clients are given
 	// (store registration, the sequencer's election value, Release, the
-	// client endpoint list): behind NAT, a proxy or a load balancer it is
-	// not the listen address. Empty: the listen address.
+	// client endpoint list) when it is not the listen address (NAT, a
+	// proxy in front of this one node). It must reach this node and no
+	// other: stores are told apart by address. Empty: the listen address.
 	AdvertiseGRPC string
 	// EtcdAddr is the embedded etcd server's client address.
 	EtcdAddr string

@@ -32,10 +32,14 @@ type IngestPeerClient interface {
 	// Release asks the producer's previous owner to hand it over: the caller
 	// already owns it in etcd. The previous owner refuses its frames from
 	// then on, waits until none of its messages is in flight, answers with
-	// its state and logs nothing more for it. Errors: FAILED_PRECONDITION
-	// when `owner` is not this node's current incarnation, UNAVAILABLE when
-	// it does not hold the producer ready (the caller then revokes the
-	// previous owner's etcd lease instead), DEADLINE_EXCEEDED.
+	// its state and logs nothing more for it; or answers not_held at once
+	// when it has no settled session of the producer. Errors (the caller
+	// then revokes the previous owner's etcd lease instead, except for
+	// ABORTED): FAILED_PRECONDITION when `owner` is not this node's current
+	// incarnation, ABORTED when the record no longer names the caller as the
+	// owner (a stale takeover, which gives up), UNAVAILABLE when the
+	// producer was given up here while its release waited, or the node is
+	// stopping, DEADLINE_EXCEEDED.
 	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
 }
 
@@ -64,10 +68,14 @@ type IngestPeerServer interface {
 	// Release asks the producer's previous owner to hand it over: the caller
 	// already owns it in etcd. The previous owner refuses its frames from
 	// then on, waits until none of its messages is in flight, answers with
-	// its state and logs nothing more for it. Errors: FAILED_PRECONDITION
-	// when `owner` is not this node's current incarnation, UNAVAILABLE when
-	// it does not hold the producer ready (the caller then revokes the
-	// previous owner's etcd lease instead), DEADLINE_EXCEEDED.
+	// its state and logs nothing more for it; or answers not_held at once
+	// when it has no settled session of the producer. Errors (the caller
+	// then revokes the previous owner's etcd lease instead, except for
+	// ABORTED): FAILED_PRECONDITION when `owner` is not this node's current
+	// incarnation, ABORTED when the record no longer names the caller as the
+	// owner (a stale takeover, which gives up), UNAVAILABLE when the
+	// producer was given up here while its release waited, or the node is
+	// stopping, DEADLINE_EXCEEDED.
 	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
 	mustEmbedUnimplementedIngestPeerServer()
 }
