@@ -178,7 +178,7 @@ func (w *Writer) onResultLocked(l *storeLink, r *walpb.AddResult) error {
 		return errLinkStopped
 	case walpb.AddCode_ADD_GAP, walpb.AddCode_ADD_STORE_FAILED:
 		return errResync
-	default: // ADD_WRONG_INCARNATION, ADD_CONFLICT: this store is out for good.
+	default: // ADD_WRONG_INCARNATION, ADD_CONFLICT, ADD_DAMAGED: this store is out for good.
 		l.failed = fmt.Errorf("store %s: %s: %s", l.member.StoreID, r.Code, r.Message)
 		w.checkQuorumLocked(time.Now())
 		return errLinkStopped

@@ -360,3 +360,27 @@ func TestRecoveryAfterUnattributedDamageKeepsUnknown(t *testing.T) {
 		})
 	}
 }
+
+// TestDamagedLedgerRefusesItsWriterButTakesRecoveryCopies: after damage
+// that may have held entries of ledger 1 (a bad checksum mid-file), the
+// store cannot answer for ledger 1's tail: its writer's appends are
+// refused with ErrDamaged (the writer drops this store and rolls the
+// ledger), while a recovery's copies are still taken. Before, the writer
+// went on appending and a later recovery waited on the store's UNKNOWN.
+func TestDamagedLedgerRefusesItsWriterButTakesRecoveryCopies(t *testing.T) {
+	fsys, seg, pos, _ := corruptionFixture(t)
+	fsys.Corrupt(seg, func(d []byte) []byte {
+		d[int(pos[[2]int64{1, 4}].off)+4] ^= 0xff // the crc field of 1/4
+		return d
+	})
+	s := openMem(t, fsys, nil)
+	defer s.Close()
+	if err := s.Append(entryFor(1, 10)); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("writer append to the damaged ledger: %v, want ErrDamaged", err)
+	}
+	if err := s.RecoveryAppend(entryFor(1, 10)); err != nil {
+		t.Fatalf("recovery copy to the damaged ledger: %v", err)
+	}
+	expectPresent(t, s, 1, 10)
+	mustAppend(t, s, 3, 0, 2) // another ledger is unaffected
+}

@@ -12,6 +12,10 @@ var (
 	// ErrBeyondClose is returned by a recovery append of an entry beyond the
 	// last entry of a closed ledger.
 	ErrBeyondClose = errors.New("wal: entry beyond the closed ledger's last entry")
+	// ErrDamaged is returned by an ordinary append to a ledger that
+	// damage in the journal may have held entries of (a tainted ledger):
+	// the store cannot answer for its tail any more.
+	ErrDamaged = errors.New("wal: ledger may have lost entries to journal damage")
 	// ErrLedgerDeleted is returned by any write to a ledger that was deleted.
 	ErrLedgerDeleted = errors.New("wal: ledger deleted")
 	// ErrStoreFailed is returned (wrapping the cause) by every append and

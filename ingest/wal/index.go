@@ -189,6 +189,8 @@ func (x *index) checkAppend(id uint64, entry int64, recovery bool) (appendVerdic
 		return 0, ErrFenced
 	case l.closed && entry > l.closedLast:
 		return 0, ErrBeyondClose
+	case l.tainted && !recovery:
+		return 0, ErrDamaged
 	}
 	switch n := int64(len(l.entries)); {
 	case entry == n:

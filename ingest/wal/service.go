@@ -151,6 +151,8 @@ func addCode(err error) walpb.AddCode {
 		return walpb.AddCode_ADD_FENCED
 	case errors.Is(err, ErrBeyondClose):
 		return walpb.AddCode_ADD_BEYOND_CLOSE
+	case errors.Is(err, ErrDamaged):
+		return walpb.AddCode_ADD_DAMAGED
 	case errors.As(err, &gap), errors.Is(err, ErrInvalidEntry):
 		return walpb.AddCode_ADD_GAP
 	case errors.As(err, &conflict):

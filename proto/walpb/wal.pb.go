@@ -102,6 +102,11 @@ const (
 	AddCode_ADD_STORE_FAILED AddCode = 6
 	// Entry beyond a closed ledger's last entry.
 	AddCode_ADD_BEYOND_CLOSE AddCode = 7
+	// Ordinary append to a ledger the store's journal damage may have held
+	// entries of: the store cannot answer for the ledger's tail any more
+	// (reads beyond what it holds are UNKNOWN), so the writer drops it from
+	// the ledger and rolls to a new one. Recovery copies are still taken.
+	AddCode_ADD_DAMAGED AddCode = 8
 )
 
 // Enum value maps for AddCode.
@@ -115,6 +120,7 @@ var (
 		5: "ADD_WRONG_INCARNATION",
 		6: "ADD_STORE_FAILED",
 		7: "ADD_BEYOND_CLOSE",
+		8: "ADD_DAMAGED",
 	}
 	AddCode_value = map[string]int32{
 		"ADD_CODE_UNSPECIFIED":  0,
@@ -125,6 +131,7 @@ var (
 		"ADD_WRONG_INCARNATION": 5,
 		"ADD_STORE_FAILED":      6,
 		"ADD_BEYOND_CLOSE":      7,
+		"ADD_DAMAGED":           8,
 	}
 )
 
@@ -1280,7 +1287,7 @@ const file_wal_proto_rawDesc = "" +
 	"\aPRESENT\x10\x01\x12\n" +
 	"\n" +
 	"\x06ABSENT\x10\x02\x12\v\n" +
-	"\aUNKNOWN\x10\x03*\xa5\x01\n" +
+	"\aUNKNOWN\x10\x03*\xb6\x01\n" +
 	"\aAddCode\x12\x18\n" +
 	"\x14ADD_CODE_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
@@ -1291,7 +1298,8 @@ const file_wal_proto_rawDesc = "" +
 	"\fADD_CONFLICT\x10\x04\x12\x19\n" +
 	"\x15ADD_WRONG_INCARNATION\x10\x05\x12\x14\n" +
 	"\x10ADD_STORE_FAILED\x10\x06\x12\x14\n" +
-	"\x10ADD_BEYOND_CLOSE\x10\a2\xa6\x05\n" +
+	"\x10ADD_BEYOND_CLOSE\x10\a\x12\x0f\n" +
+	"\vADD_DAMAGED\x10\b2\xa6\x05\n" +
 	"\x03WAL\x12Y\n" +
 	"\n" +
 	"AddEntries\x12\".orderlog.wal.v1.AddEntriesRequest\x1a#.orderlog.wal.v1.AddEntriesResponse(\x010\x01\x12R\n" +
