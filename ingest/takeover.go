@@ -50,11 +50,9 @@ func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 	default:
 		result.State, err = rebuildProducer(ctx, n.etcd, n.stores, t.Producer, rec.StateLedger, n.cfg.DedupWindow)
 	}
-	// The record was read before the handover: an InitProducer at the
-	// previous owner may have raised the epoch since, and the state it
-	// released carries that epoch. Never go back below it (the older
-	// instance would be accepted again).
-	result.State.Epoch = max(result.State.Epoch, rec.Epoch)
+	if err == nil {
+		err = n.settledEpoch(ctx, &result, rec)
+	}
 	if errors.Is(err, errUnknownProducer) {
 		err = apierr.New(apierr.UnknownProducer, "producer %d is not registered: call InitProducer", t.Producer)
 	} else if err != nil && apierr.As(err).Code == apierr.Internal {
@@ -65,6 +63,27 @@ func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 		n.ownerChanged(rec, previousOwner, incarnation, start)
 	}
 	n.doFor(incarnation, func() { n.machine.TakeoverDone(result) })
+}
+
+// settledEpoch reads the producer record again once the previous owner can
+// log nothing more for the producer, and settles the state at its epoch
+// (never below the state's own). An InitProducer at the previous owner
+// between this takeover's first read and the handover raised the epoch
+// and was answered there; the older instance's frames must stay fenced
+// here, whether the state was released (it carries the new epoch) or
+// rebuilt from the ledgers (which may not). A record that moved on to
+// another owner meanwhile fails the takeover.
+func (n *Node) settledEpoch(ctx context.Context, result *coordinator.TakeoverResult, took producerRecord) error {
+	cur, _, err := getProducer(ctx, n.etcd, result.Producer)
+	if err != nil {
+		return apierr.New(apierr.Unavailable, "read producer %d after its handover: %v", result.Producer, err)
+	}
+	if cur.Owner != took.Owner || cur.Gen != took.Gen {
+		return apierr.New(apierr.Unavailable, "producer %d moved to %s during its takeover: retry", result.Producer, cur.Owner)
+	}
+	result.Current = cur.Epoch
+	result.State.Epoch = max(result.State.Epoch, cur.Epoch)
+	return nil
 }
 
 // ownerChanged fires ProducerTakeover when etcd's owner record moved to

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"orderlog/ingest/pipeline"
 	"orderlog/ingest/producer"
 	"orderlog/internal/apierr"
 )
@@ -58,6 +59,38 @@ func (m *Machine) ReleaseProducer(id, token uint64) {
 	m.releases = append(m.releases, pendingRelease{token: token, producer: id})
 }
 
+// withdraw takes a releasing producer's messages that wait for a batch out
+// of the pipeline and refuses them: they are not granted, appended or
+// logged anywhere, so the release need not wait for a sequencer leader to
+// grant them (it waits only for messages already in a batch). They are its
+// last accepted seqs (the pipeline keeps each producer's order), so the
+// table forgets them from the first one on; the client sends them again to
+// the next owner.
+func (m *Machine) withdraw(id uint64) {
+	msgs := m.pipe.Withdraw(func(msg pipeline.Message) bool { return msg.ProducerID == id })
+	if len(msgs) == 0 {
+		return
+	}
+	m.table.Failed(id, msgs[0].Seq)
+	refused := movedError(id)
+	b := m.bucketOf[id]
+	for _, msg := range msgs {
+		ref := msg.Payload.(*MessageRef)
+		ref.Frame.unlogged--
+		m.refuse(ref.Frame, refused)
+		m.releaseIfDone(ref.Frame)
+		key := seqKey{id, msg.Seq}
+		for _, w := range m.dupWaiters[key] {
+			m.refuse(w.frame, refused)
+		}
+		delete(m.dupWaiters, key)
+		if b != nil {
+			delete(b.inFlight, b.seqKeys[msg.Seq])
+			delete(b.seqKeys, msg.Seq)
+		}
+	}
+}
+
 // movedError refuses the frames of a producer being released.
 func movedError(id uint64) error {
 	return apierr.New(apierr.Unavailable, "producer %d moved to another node: retry there", id)
@@ -78,6 +111,7 @@ func (m *Machine) answerReleases() {
 				Err: apierr.New(apierr.Unavailable, "producer %d was given up here", r.producer)})
 			continue
 		}
+		m.withdraw(r.producer)
 		if m.table.InFlight(r.producer) > 0 {
 			kept = append(kept, r)
 			continue

@@ -554,9 +554,22 @@ func (w *simWorld) rebuiltTakeover(incarnation, holder string, t Takeover, rec *
 	w.fenceOwner(holder, incarnation)
 	result := TakeoverResult{Producer: t.Producer, Epoch: t.Epoch, Session: t.Session, Current: epoch, OwnerGen: gen}
 	result.State = w.rebuild(t.Producer, rec.stateLedger)
-	result.State.Epoch = max(result.State.Epoch, epoch) // as the driver: never below what was released or logged
+	w.settledEpoch(&result, rec, incarnation, gen)
 	w.logf("%s takes p%d over at epoch %d: next seq %d", incarnation, t.Producer, t.Epoch, result.State.DurableNext)
 	return result
+}
+
+// settledEpoch is the driver's read of the record once the handover is
+// done: the state settles at the record's epoch now (an InitProducer at
+// the previous owner may have raised it meanwhile), and a record that
+// moved on fails the takeover.
+func (w *simWorld) settledEpoch(result *TakeoverResult, rec *simProducerRecord, incarnation string, gen uint64) {
+	if rec.owner != incarnation || rec.gen != gen {
+		result.Err = apierr.New(apierr.Unavailable, "producer %d moved during its takeover", rec.id)
+		return
+	}
+	result.Current = rec.epoch
+	result.State.Epoch = max(result.State.Epoch, rec.epoch)
 }
 
 // liveNode is the node whose current, unrevoked incarnation is inc.
@@ -608,9 +621,10 @@ func (w *simWorld) released(answer ProducerReleased) {
 	w.logf("%s released p%d to %s: next seq %d", r.from, r.t.Producer, r.inc, answer.State.DurableNext)
 	w.deliverTakeover(r, func() TakeoverResult {
 		state := answer.State
-		state.Epoch = max(state.Epoch, r.epoch)
-		return TakeoverResult{Producer: r.t.Producer, Epoch: r.t.Epoch, Session: r.t.Session, Current: r.epoch,
+		result := TakeoverResult{Producer: r.t.Producer, Epoch: r.t.Epoch, Session: r.t.Session, Current: r.epoch,
 			OwnerGen: r.gen, State: state}
+		w.settledEpoch(&result, r.rec, r.inc, r.gen)
+		return result
 	})
 }
 

@@ -147,6 +147,24 @@ func New(cfg Config) (*Pipeline, error) {
 // Add queues accepted messages, in the order given.
 func (p *Pipeline) Add(messages ...Message) { p.waiting = append(p.waiting, messages...) }
 
+// Withdraw removes the waiting (not yet sealed) messages for which match
+// is true and returns them in order; they will never be granted or logged.
+// Messages already sealed into a batch stay in it.
+func (p *Pipeline) Withdraw(match func(Message) bool) []Message {
+	var out []Message
+	kept := p.waiting[:0]
+	for _, m := range p.waiting {
+		if match(m) {
+			out = append(out, m)
+		} else {
+			kept = append(kept, m)
+		}
+	}
+	clear(p.waiting[len(kept):])
+	p.waiting = kept
+	return out
+}
+
 // Waiting is the number of messages not yet sealed.
 func (p *Pipeline) Waiting() int { return len(p.waiting) }
 
