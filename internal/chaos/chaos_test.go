@@ -41,6 +41,11 @@ func TestChaos(t *testing.T) {
 	} else if os.Getenv("ORDERLOG_CHAOS") == "" {
 		t.Skip("set CHAOS_CYCLES (make chaos) to run the chaos harness")
 	}
+	// CHAOS_STRICT (make chaos) fails the run when writes stay stopped for
+	// resumeBound after a fault; without it (the short run in make test)
+	// such a stall is reported, and only the history checks and the final
+	// resumption once every fault is healed decide.
+	strict := os.Getenv("CHAOS_STRICT") != ""
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("CHAOS_SEED"); v != "" {
 		seed, _ = strconv.ParseUint(v, 10, 64)
@@ -97,7 +102,7 @@ func TestChaos(t *testing.T) {
 		w.Tailer(ctx, tc, fmt.Sprintf("t%d", i))
 	}
 	producers := []string{"g0", "g1", "g2", "h0", "k0"}
-	waitAcked(t, w.Recorder, producers, time.Time{})
+	waitAcked(t, w.Recorder, producers, time.Time{}, true)
 
 	var faults []*Fault
 	var resumed []time.Duration
@@ -111,7 +116,7 @@ func TestChaos(t *testing.T) {
 		}
 		t.Logf("cycle %d: %s on %s at %s %s", cycle, f.Kind, f.Node.Name, f.At.Format("15:04:05.000"), f.Detail)
 		faults = append(faults, f)
-		all := waitAcked(t, w.Recorder, producers, f.At)
+		all := waitAcked(t, w.Recorder, producers, f.At, strict)
 		resumed = append(resumed, all)
 		if f.Kind == Pause || f.Kind == Partition {
 			pause(ctx, time.Until(f.At.Add(faultHold)))
@@ -125,7 +130,7 @@ func TestChaos(t *testing.T) {
 		t.Logf("cycle %d: healed; ledgers re-protected %v after the nodes were ready", cycle, time.Since(protected).Round(time.Millisecond))
 	}
 	healed := time.Now()
-	waitAcked(t, w.Recorder, producers, healed)
+	waitAcked(t, w.Recorder, producers, healed, true) // once every fault is healed, writes must resume
 	stop()
 	for _, err := range w.Wait() {
 		t.Errorf("client: %v", err)
@@ -313,7 +318,7 @@ func p50(ds []time.Duration) time.Duration {
 // waitAcked waits until every producer has an ack of a message sent after
 // since (bounded by resumeBound; a producer still waiting is reported) and
 // returns how long after since the last of them came.
-func waitAcked(t *testing.T, recorder *history.Recorder, producers []string, since time.Time) time.Duration {
+func waitAcked(t *testing.T, recorder *history.Recorder, producers []string, since time.Time, strict bool) time.Duration {
 	t.Helper()
 	deadline := time.Now().Add(resumeBound)
 	for {
@@ -339,7 +344,11 @@ func waitAcked(t *testing.T, recorder *history.Recorder, producers []string, sin
 			return last.Sub(since)
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("producers %v not acknowledged within %s of the fault", missing, resumeBound)
+			if strict {
+				t.Errorf("producers %v not acknowledged within %s", missing, resumeBound)
+			} else {
+				t.Logf("producers %v not acknowledged within %s (not a failure without CHAOS_STRICT)", missing, resumeBound)
+			}
 			return resumeBound
 		}
 		time.Sleep(20 * time.Millisecond)
