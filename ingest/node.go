@@ -37,7 +37,11 @@ type Node struct {
 	work chan func() // run on the loop goroutine (do)
 	stop chan struct{}
 	done chan struct{}
-	wg   sync.WaitGroup // async helpers (ledger opens, closes, takeovers)
+	// leases bounds the renewals of the node's leases: Close ends them
+	// after revoking the current one.
+	leases     context.Context
+	stopLeases context.CancelFunc
+	wg         sync.WaitGroup // async helpers (ledger opens, closes, takeovers)
 
 	// Owned by the loop goroutine.
 	machine     *coordinator.Machine
@@ -87,8 +91,10 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 		releaseWaiters: make(map[uint64]chan coordinator.ProducerReleased),
 		logger:         event.OrDiscard(cfg.Logger), events: cfg.Events, metrics: newNodeMetrics(),
 	}
+	n.leases, n.stopLeases = context.WithCancel(context.Background())
 	reg, err := n.register(ctx, newIncarnation(cfg.NodeName))
 	if err != nil {
+		n.stopLeases()
 		return nil, err
 	}
 	n.setRegistration(reg)
@@ -148,6 +154,7 @@ func (n *Node) Close() {
 		_, _ = n.etcd.Revoke(ctx, reg.lease)
 		cancel()
 	}
+	n.stopLeases()
 }
 
 func (n *Node) loop() {

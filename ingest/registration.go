@@ -13,6 +13,7 @@ import (
 	"orderlog/internal/apierr"
 	"orderlog/internal/event"
 	"orderlog/internal/keys"
+	keeplease "orderlog/internal/lease"
 )
 
 // registration is one incarnation of the node: its name, the etcd lease
@@ -54,21 +55,22 @@ func (n *Node) register(ctx context.Context, incarnation string) (registration, 
 	if _, err := n.etcd.Put(ctx, keys.Ingest(incarnation), n.cfg.Address, clientv3.WithLease(lease.ID)); err != nil {
 		return registration{}, fmt.Errorf("ingest liveness key: %w", err)
 	}
-	keepAlive, err := n.etcd.KeepAlive(context.Background(), lease.ID)
+	lost, err := keeplease.Keep(n.leases, n.etcd, lease.ID, n.cfg.LeaseTTL, func() {
+		n.logger.Info("ingest: etcd lease outlived a gap in its renewals", "incarnation", incarnation, "lease", int64(lease.ID))
+	})
 	if err != nil {
 		return registration{}, fmt.Errorf("ingest lease keepalive: %w", err)
 	}
-	go n.watchLease(incarnation, lease.ID, keepAlive)
+	go n.watchLease(incarnation, lease.ID, lost)
 	grants := n.newGrants(incarnation, int64(lease.ID), n.CloseLedgerRequested)
 	return registration{incarnation: incarnation, lease: lease.ID, grants: grants}, nil
 }
 
-// watchLease waits for the lease's keepalive to end. Unless the node is
-// stopping, the lease expired or was revoked (by a node taking one of this
-// node's producers over): the node gives up everything it owned.
-func (n *Node) watchLease(incarnation string, lease clientv3.LeaseID, keepAlive <-chan *clientv3.LeaseKeepAliveResponse) {
-	for range keepAlive {
-	}
+// watchLease waits for the lease to be lost. Unless the node is stopping,
+// the lease expired or was revoked (by a node taking one of this node's
+// producers over): the node gives up everything it owned.
+func (n *Node) watchLease(incarnation string, lease clientv3.LeaseID, lost <-chan struct{}) {
+	<-lost
 	select {
 	case <-n.stop:
 		return

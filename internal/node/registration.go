@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"orderlog/internal/event"
+	keeplease "orderlog/internal/lease"
 )
 
 // storeRegistration keeps a WAL store registered at keys.Store(id), bound
@@ -47,18 +48,18 @@ const (
 func startStoreRegistration(ctx context.Context, cli *clientv3.Client, rec storeRecord, ttl time.Duration,
 	events event.Listener, logger *slog.Logger) (*storeRegistration, error) {
 	r := &storeRegistration{cli: cli, rec: rec, ttl: ttl, events: events, logger: logger, done: make(chan struct{})}
-	keepAlive, err := r.register(ctx, ctx)
+	lost, err := r.register(ctx, ctx)
 	if err != nil {
 		return nil, err
 	}
-	go r.keep(ctx, keepAlive)
+	go r.keep(ctx, lost)
 	return r, nil
 }
 
 // register grants a lease, writes the registration bound to it (both
 // bounded by ctx) and starts the lease's keepalive, whose channel closes
 // when the lease is lost or keepCtx ends.
-func (r *storeRegistration) register(ctx, keepCtx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+func (r *storeRegistration) register(ctx, keepCtx context.Context) (<-chan struct{}, error) {
 	lease, err := r.cli.Grant(ctx, int64(max(r.ttl, 2*time.Second)/time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("store lease: %w", err)
@@ -67,7 +68,9 @@ func (r *storeRegistration) register(ctx, keepCtx context.Context) (<-chan *clie
 		r.revokeLease(lease.ID)
 		return nil, err
 	}
-	keepAlive, err := r.cli.KeepAlive(keepCtx, lease.ID)
+	lost, err := keeplease.Keep(keepCtx, r.cli, lease.ID, max(r.ttl, 2*time.Second), func() {
+		r.logger.Info("WAL store: etcd lease outlived a gap in its renewals", "store", r.rec.StoreID, "lease", fmt.Sprintf("%x", int64(lease.ID)))
+	})
 	if err != nil {
 		r.revokeLease(lease.ID)
 		return nil, fmt.Errorf("store lease keepalive: %w", err)
@@ -76,20 +79,19 @@ func (r *storeRegistration) register(ctx, keepCtx context.Context) (<-chan *clie
 	r.mu.lease, r.mu.lost = lease.ID, nil
 	r.mu.Unlock()
 	r.events.StoreRegistered(event.StoreInfo{StoreID: r.rec.StoreID, Incarnation: r.rec.Incarnation, Address: r.rec.Address})
-	return keepAlive, nil
+	return lost, nil
 }
 
 // keep waits for each lease loss and registers again, until ctx ends.
-func (r *storeRegistration) keep(ctx context.Context, keepAlive <-chan *clientv3.LeaseKeepAliveResponse) {
+func (r *storeRegistration) keep(ctx context.Context, lost <-chan struct{}) {
 	defer close(r.done)
 	for {
-		for range keepAlive {
-		}
+		<-lost
 		if ctx.Err() != nil { // a clean stop: Close revokes the lease
 			return
 		}
 		r.noteLost()
-		if keepAlive = r.registerAgain(ctx); keepAlive == nil {
+		if lost = r.registerAgain(ctx); lost == nil {
 			return
 		}
 	}
@@ -106,23 +108,23 @@ func (r *storeRegistration) noteLost() {
 
 // registerAgain retries register with backoff until it succeeds (then it
 // returns the new keepalive channel) or ctx ends (nil).
-func (r *storeRegistration) registerAgain(ctx context.Context) <-chan *clientv3.LeaseKeepAliveResponse {
-	lost := time.Now()
+func (r *storeRegistration) registerAgain(ctx context.Context) <-chan struct{} {
+	since := time.Now()
 	wait := registrationRetryMin
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, max(r.ttl, 2*time.Second))
-		keepAlive, err := r.register(actx, ctx)
+		lost, err := r.register(actx, ctx)
 		cancel()
 		if err == nil {
 			r.logger.Info("WAL store registered again after losing its etcd lease", "store", r.rec.StoreID,
 				"incarnation", r.rec.Incarnation, "lease", fmt.Sprintf("%x", int64(r.lease())), "attempts", attempt,
-				"unregistered_for", time.Since(lost))
-			return keepAlive
+				"unregistered_for", time.Since(since))
+			return lost
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		r.setLost(fmt.Errorf("store: not registered in etcd since its lease was lost %s ago: %w", time.Since(lost).Round(time.Millisecond), err))
+		r.setLost(fmt.Errorf("store: not registered in etcd since its lease was lost %s ago: %w", time.Since(since).Round(time.Millisecond), err))
 		if attempt == 1 || attempt%10 == 0 {
 			r.logger.Warn("WAL store cannot register again yet; retrying", "store", r.rec.StoreID, "attempt", attempt, "err", err)
 		}

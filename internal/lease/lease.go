@@ -1,0 +1,73 @@
+// Package lease keeps an etcd lease alive across gaps in its keepalive
+// stream.
+//
+// The etcd client ends a lease's keepalive stream when no renewal was
+// answered for a whole TTL. That happens while etcd elects a new raft
+// leader (a killed or paused leader member: one to two seconds), though
+// the lease itself lives on: a new leader gives every lease a full TTL
+// again. A process that took the end of the stream for the loss of its
+// lease gave up everything the lease held (an ingest node's producers, a
+// store's registration) for nothing. Keep asks etcd whether the lease still
+// exists before it reports a loss, and renews it again if it does.
+package lease
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// askEvery is the pause between TimeToLive calls etcd did not answer.
+const askEvery = 100 * time.Millisecond
+
+// Keep renews lease id until it is lost — etcd says it no longer exists,
+// or does not answer for ttl after a keepalive stream ended — or ctx ends,
+// then closes the returned channel. onGap, if not nil, is told of each
+// keepalive stream that ended while the lease lived on.
+func Keep(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttl time.Duration, onGap func()) (<-chan struct{}, error) {
+	keepAlive, err := cli.KeepAlive(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	lost := make(chan struct{})
+	go func() {
+		defer close(lost)
+		for {
+			for range keepAlive {
+			}
+			if ctx.Err() != nil || !survived(ctx, cli, id, ttl) {
+				return
+			}
+			if keepAlive, err = cli.KeepAlive(ctx, id); err != nil {
+				return
+			}
+			if onGap != nil {
+				onGap()
+			}
+		}
+	}()
+	return lost, nil
+}
+
+// survived asks etcd, for up to ttl, whether the lease still exists.
+func survived(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttl time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, ttl)
+	defer cancel()
+	for {
+		resp, err := cli.TimeToLive(ctx, id)
+		switch {
+		case err == nil:
+			return resp.TTL > 0
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(askEvery):
+		}
+	}
+}
