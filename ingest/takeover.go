@@ -103,7 +103,10 @@ func (n *Node) recordState(r coordinator.StateRecord, incarnation string) {
 	defer cancel()
 	err := recordStateLedger(ctx, n.etcd, r.Producer, incarnation, r.OwnerGen, r.Ledger)
 	if errors.Is(err, errNotOwner) {
-		err = apierr.New(apierr.ProducerFenced, "producer %d moved to another node", r.Producer)
+		// Taken over elsewhere while this node settled it: the client's
+		// instance is not fenced (only a newer epoch fences it), it only
+		// has to go on at the new owner.
+		err = apierr.New(apierr.Unavailable, "producer %d moved to another node: retry there", r.Producer)
 	} else if err != nil {
 		err = apierr.New(apierr.Unavailable, "record producer %d state: %v", r.Producer, err)
 	}

@@ -161,7 +161,7 @@ func (m *Machine) snapshotsDurable(ledger uint64, through int64) {
 }
 
 // StateRecorded: session's RecordStates write finished; err is an API
-// error (PRODUCER_FENCED if the producer moved to another node).
+// error (UNAVAILABLE if the producer moved to another node meanwhile).
 func (m *Machine) StateRecorded(id, session uint64, err error) {
 	s, ok := m.producers[id]
 	if !ok || s.gen != session || !s.recording {

@@ -776,7 +776,7 @@ func (w *simWorld) recordState(incarnation string, r StateRecord) error {
 	}
 	rec := w.etcd.producers[r.Producer]
 	if rec.owner != incarnation || rec.gen != r.OwnerGen {
-		return apierr.New(apierr.ProducerFenced, "producer %d moved to another node", r.Producer)
+		return apierr.New(apierr.Unavailable, "producer %d moved to another node: retry there", r.Producer)
 	}
 	rec.stateLedger = r.Ledger
 	return nil
