@@ -214,12 +214,13 @@ func (n *Node) appendEntry(a coordinator.Append) (int64, error) {
 // later entries would have one copy fewer, and its recovery after the next
 // fault could wait for a store that no longer answers for it.
 func (n *Node) checkWriter() {
-	switch {
-	case n.writer == nil:
-	case n.writer.Err() != nil:
-		n.ledgerFailed(n.writer.ID(), "writer failed: "+n.writer.Err().Error())
-	case n.writer.LostMember() != nil:
-		n.ledgerFailed(n.writer.ID(), "lost a member: "+n.writer.LostMember().Error())
+	if n.writer == nil {
+		return
+	}
+	if err := n.writer.Err(); err != nil {
+		n.ledgerFailed(n.writer.ID(), "writer failed: "+err.Error())
+	} else if lost := n.writer.LostMember(); lost != nil {
+		n.ledgerFailed(n.writer.ID(), "lost a member: "+lost.Error())
 	}
 }
 

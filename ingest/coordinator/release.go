@@ -66,8 +66,17 @@ func (m *Machine) ReleaseProducer(id, token uint64) {
 // last accepted seqs (the pipeline keeps each producer's order), so the
 // table forgets them from the first one on; the client sends them again to
 // the next owner.
+//
+// A message already acknowledged (ack mode leader acknowledges on the
+// local fsync, and a ledger closed below it queues it again) is not
+// withdrawn: the client was told it is logged, so it must be. Early acks
+// follow entry order, so the acknowledged messages of the producer come
+// first and the withdrawn ones are still its highest seqs.
 func (m *Machine) withdraw(id uint64) {
-	msgs := m.pipe.Withdraw(func(msg pipeline.Message) bool { return msg.ProducerID == id })
+	msgs := m.pipe.Withdraw(func(msg pipeline.Message) bool {
+		ref := msg.Payload.(*MessageRef)
+		return msg.ProducerID == id && ref.Frame.acks[ref.Index] == nil
+	})
 	if len(msgs) == 0 {
 		return
 	}

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -86,39 +85,5 @@ func TestRecoveryClosesWhenTooFewMembersAreLeft(t *testing.T) {
 		if err != nil || string(e.Payload) != string(payloadFor(w.ID(), id)) {
 			t.Fatalf("entry %d: %q %v", id, e.Payload, err)
 		}
-	}
-}
-
-// TestWriterReportsAMemberThatStoppedAcknowledging: a store cut off from
-// the writer while entries wait for it is reported lost once it has
-// acknowledged nothing for twice UnreachableAfter (the owner then rolls the
-// ledger); the writer itself goes on at the ack quorum meanwhile.
-func TestWriterReportsAMemberThatStoppedAcknowledging(t *testing.T) {
-	c := newTestCluster(t, 3, 23)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	const unreachable = 200 * time.Millisecond
-	w := c.create(t, 2, 1, WriterOptions{UnreachableAfter: unreachable})
-	appendRange(t, w, 0, 5)
-	if err := w.WaitConfirmed(ctx, 4); err != nil || w.LostMember() != nil {
-		t.Fatalf("confirmed: %v, lost member %v", err, w.LostMember())
-	}
-	c.net.partition("writer", c.slots[2].name, true)
-	cut := time.Now()
-	appendRange(t, w, 5, 10)
-	if err := w.WaitConfirmed(ctx, 9); err != nil {
-		t.Fatal(err)
-	}
-	for w.LostMember() == nil {
-		if time.Since(cut) > 10*unreachable {
-			t.Fatalf("no lost member %v after the store was cut off", time.Since(cut))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if lost := w.LostMember().Error(); !strings.Contains(lost, c.slots[2].member().StoreID+" acknowledged nothing") {
-		t.Fatalf("lost member %q, want store 2 silent", lost)
-	}
-	if w.Err() != nil {
-		t.Fatalf("writer failed: %v", w.Err())
 	}
 }

@@ -167,25 +167,22 @@ func (w *Writer) Err() error {
 }
 
 // LostMember is why the first ensemble member dropped out of the ledger
-// (a wiped store's new incarnation, a conflict, a lag beyond MaxRetained),
-// or has acknowledged nothing for twice UnreachableAfter while entries
-// wait for it (dead, paused, or unable to take the ledger again after a
-// restart with a damaged journal); nil while every member keeps up. The
-// writer goes on at the ack quorum without it, but the entries from then
-// on have one copy fewer, and a recovery must hear from W−A+1 members that
-// can still answer for the ledger: the owner rolls such a ledger onto a
-// new ensemble (DESIGN §4) instead of writing to it until the next fault.
+// for good (a wiped store's new incarnation, a store refusing the ledger
+// for journal damage, a conflict, a lag beyond MaxRetained), or nil while
+// every member can still take it. The writer goes on at the ack quorum
+// without it, but the entries from then on have one copy fewer, and a
+// recovery must hear from W−A+1 members that can still answer for the
+// ledger: the owner rolls such a ledger onto a new ensemble (DESIGN §4)
+// instead of writing to it until the next fault. A member that is only
+// silent (dead, paused) is not lost: a new ensemble would likely hold it
+// again while it is registered, and the ledger rolled for nothing, over
+// and over; it catches up when it comes back.
 func (w *Writer) LostMember() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
 	for _, l := range w.links {
 		if l.failed != nil {
 			return l.failed
-		}
-		behind := l.ackedThrough < w.mu.tracker.next-1
-		if silent := now.Sub(l.lastProgress); behind && silent > 2*w.opts.UnreachableAfter {
-			return fmt.Errorf("store %s acknowledged nothing for %s", l.member.StoreID, silent.Round(time.Millisecond))
 		}
 	}
 	return nil

@@ -20,41 +20,49 @@ import (
 // the sequencer never campaigned ("2 stores registered, a ledger needs 3")
 // and no write was possible at all.
 func TestTwoOfThreeStoresStillWrite(t *testing.T) {
-	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
+	tc := startTwoOfThree(t)
+	acks, err := tc.producer.Produce(tc.ctx, msg("t", "", "on two stores"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer etcd.Close()
-	var ingests []*Server
+	waitCommitted(t, dial(t, tc.ingests[0]), acks[0].Offset+1)
+	checkAllDegraded(t, tc.ctx, tc.cli)
+}
+
+// twoOfThree is a cluster configured for W=3/A=2 with two ingest nodes
+// (two stores) and a sequencer node, and a producer on the first ingest
+// node. Everything stops when the test ends.
+type twoOfThree struct {
+	ctx      context.Context
+	etcd     *etcdserver.Server
+	cli      *clientv3.Client
+	ingests  []*Server
+	producer *client.Producer
+}
+
+func startTwoOfThree(t *testing.T) twoOfThree {
+	t.Helper()
+	etcd, cli := startEtcd(t)
+	t.Cleanup(func() { cli.Close(); etcd.Close() })
+	tc := twoOfThree{etcd: etcd, cli: cli}
 	for range 2 {
 		s := startClusterNode(t, etcd, Roles{Ingest: true}, ingest.AckQuorum)
-		defer s.Close()
-		ingests = append(ingests, s)
+		t.Cleanup(s.Close)
+		tc.ingests = append(tc.ingests, s)
 	}
 	seq := startClusterNode(t, etcd, Roles{Sequencer: true}, ingest.AckQuorum)
-	defer seq.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	waitAllReady(t, ctx, append(ingests, seq)...)
-
-	c := dial(t, ingests[0])
-	p, err := c.NewProducer(ctx, "degraded", client.ProducerOptions{})
+	t.Cleanup(seq.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	tc.ctx = ctx
+	waitAllReady(t, ctx, append(tc.ingests, seq)...)
+	p, err := dial(t, tc.ingests[0]).NewProducer(ctx, "degraded", client.ProducerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	acks, err := p.Produce(ctx, msg("t", "", "on two stores"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitCommitted(t, c, acks[0].Offset+1)
-
-	cli, err := etcd.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	checkAllDegraded(t, ctx, cli)
+	t.Cleanup(func() { p.Close() })
+	tc.producer = p
+	return tc
 }
 
 // checkAllDegraded: every ledger is on two stores and records W=3.
@@ -81,39 +89,14 @@ func checkAllDegraded(t *testing.T, ctx context.Context, cli *clientv3.Client) {
 // recovery would wait for the failed store (the chaos runs' 20–40 s
 // commit-ledger recoveries, "answers=[…=no reply …=PRESENT fenced]").
 func TestDegradedLedgersRollOnceAFullEnsembleIsBack(t *testing.T) {
-	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	var servers []*Server
-	for range 2 {
-		s := startClusterNode(t, etcd, Roles{Ingest: true}, ingest.AckQuorum)
-		defer s.Close()
-		servers = append(servers, s)
-	}
-	seq := startClusterNode(t, etcd, Roles{Sequencer: true}, ingest.AckQuorum)
-	defer seq.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	waitAllReady(t, ctx, append(servers, seq)...)
-	c := dial(t, servers[0])
-	p, err := c.NewProducer(ctx, "rolling", client.ProducerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	tc := startTwoOfThree(t)
+	ctx, cli, p := tc.ctx, tc.cli, tc.producer
 	if _, err := p.Produce(ctx, msg("t", "", "on two stores")); err != nil {
 		t.Fatal(err)
 	}
-	cli, err := etcd.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
 	checkAllDegraded(t, ctx, cli)
 
-	third := startClusterNode(t, etcd, Roles{Ingest: true}, ingest.AckQuorum)
+	third := startClusterNode(t, tc.etcd, Roles{Ingest: true}, ingest.AckQuorum)
 	defer third.Close()
 	start := time.Now()
 	for {

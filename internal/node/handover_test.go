@@ -30,20 +30,7 @@ type producedAck struct {
 // offset above the new instance's first, and every acknowledged message is
 // read back at its offset.
 func TestInitProducerOnAnotherNodeFencesTheLiveOwner(t *testing.T) {
-	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	start := func(roles Roles) *Server { return startNodeOn(t, etcd, roles, ingest.Config{}, Replication{}) }
-	seq := start(Roles{Sequencer: true, Reader: true})
-	defer seq.Close()
-	a, b := start(Roles{Ingest: true}), start(Roles{Ingest: true})
-	defer a.Close()
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	waitAllReady(t, ctx, seq, a, b)
+	seq, a, b, ctx := startHandoverNodes(t)
 
 	old, err := dial(t, a).NewProducer(ctx, "moving", client.ProducerOptions{})
 	if err != nil {
@@ -140,20 +127,7 @@ func TestInitProducerOnAnotherNodeFencesTheLiveOwner(t *testing.T) {
 // revoked a's lease, and with it every producer a owned (in the chaos runs,
 // HTTP clients that moved on errors reset two nodes back and forth).
 func TestAProducerMoveLeavesTheOldOwnersOtherProducersAlone(t *testing.T) {
-	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Close()
-	start := func(roles Roles) *Server { return startNodeOn(t, etcd, roles, ingest.Config{}, Replication{}) }
-	seq := start(Roles{Sequencer: true, Reader: true})
-	defer seq.Close()
-	a, b := start(Roles{Ingest: true}), start(Roles{Ingest: true})
-	defer a.Close()
-	defer b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	waitAllReady(t, ctx, seq, a, b)
+	_, a, b, ctx := startHandoverNodes(t)
 	incarnation := a.ingest.Incarnation()
 
 	bystander, err := dial(t, a).NewProducer(ctx, "bystander", client.ProducerOptions{})
@@ -225,4 +199,27 @@ func TestAProducerMoveLeavesTheOldOwnersOtherProducersAlone(t *testing.T) {
 		t.Fatalf("node a went from incarnation %s to %s: its lease was lost", incarnation, got)
 	}
 	t.Logf("the bystander produced %d messages on a while producers moved away from it", n)
+}
+
+// startHandoverNodes starts a sequencer-and-reader node and two ingest
+// nodes a and b on one etcd (no replication), ready; they stop when the
+// test ends.
+func startHandoverNodes(t *testing.T) (seq, a, b *Server, ctx context.Context) {
+	t.Helper()
+	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close)
+	start := func(roles Roles) *Server {
+		s := startNodeOn(t, etcd, roles, ingest.Config{}, Replication{})
+		t.Cleanup(s.Close)
+		return s
+	}
+	seq = start(Roles{Sequencer: true, Reader: true})
+	a, b = start(Roles{Ingest: true}), start(Roles{Ingest: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	waitAllReady(t, ctx, seq, a, b)
+	return seq, a, b, ctx
 }

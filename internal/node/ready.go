@@ -52,7 +52,7 @@ func (s *Server) roles() []roleReadiness {
 		out = append(out, roleReadiness{"store", []string{walpb.WAL_ServiceDesc.ServiceName}, s.storeReady()})
 	}
 	if s.ingest != nil {
-		out = append(out, roleReadiness{"ingest", []string{orderlogpb.Producer_ServiceDesc.ServiceName, ingestpb.IngestPeer_ServiceDesc.ServiceName}, s.ingest.Ready()})
+		out = append(out, roleReadiness{"ingest", []string{ingestpb.IngestPeer_ServiceDesc.ServiceName}, s.ingest.Ready()})
 	}
 	if s.reader != nil {
 		out = append(out, roleReadiness{"reader", []string{orderlogpb.Reader_ServiceDesc.ServiceName}, s.readerReady()})
@@ -161,10 +161,11 @@ func (r *readiness) refresh() error {
 		}
 	}
 	if r.server.ingest != nil {
-		// The Producer service says whether this node can own producers:
-		// clients whose frames stall probe it and move elsewhere when it
-		// cannot. While no sequencer leader grants, every node waits
-		// alike, and moving would only hand producers around.
+		// The Producer service says whether this node can own producers
+		// (it is not in the ingest role's list, whose readiness also waits
+		// for a grant stream): clients whose frames stall probe it and move
+		// elsewhere when it cannot. While no sequencer leader grants, every
+		// node waits alike, and moving would only hand producers around.
 		r.health.SetServingStatus(orderlogpb.Producer_ServiceDesc.ServiceName, servingStatus(r.server.ingest.Registered()))
 	}
 	err := overall(roles)

@@ -14,7 +14,6 @@ import (
 	"orderlog/client"
 	"orderlog/ingest"
 	"orderlog/ingest/ledger"
-	"orderlog/internal/etcdserver"
 )
 
 // TestLedgersRollOffAWipedStore: three nodes, ledgers and the commit
@@ -27,15 +26,8 @@ import (
 // next fault; with that fault, a recovery could wait for the one store
 // holding a ledger's tail.
 func TestLedgersRollOffAWipedStore(t *testing.T) {
-	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	etcd, cli := startEtcd(t)
 	defer etcd.Close()
-	cli, err := etcd.NewClient()
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer cli.Close()
 	seq := startClusterNode(t, etcd, Roles{}, ingest.AckQuorum)
 	defer seq.Close()
