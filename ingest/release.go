@@ -142,7 +142,7 @@ func (n *Node) handOverFrom(ctx context.Context, id uint64, previous, self strin
 	if status.Code(err) == codes.Aborted {
 		// The record names another owner than this node by now: this
 		// takeover is stale and must fence nobody.
-		return nil, apierr.New(apierr.Unavailable, "take over producer %d: %v", id, err)
+		return nil, finalTakeoverError{apierr.New(apierr.Unavailable, "take over producer %d: %v", id, err)}
 	}
 	n.logger.Info("ingest: the previous owner did not release the producer; fencing it", "producer", id,
 		"previous", previous, "addr", addr, "err", err)

@@ -22,19 +22,61 @@ func (n *Node) doFor(incarnation string, fn func()) {
 	})
 }
 
+// Takeover retries: a takeover that failed for a moment (etcd electing a
+// leader, a ledger recovery waiting for a store) is tried again for up to
+// takeoverRetryFor, every takeoverRetryPause, while its session still waits
+// for it; only then are the producer's held frames refused. Refusing at
+// once made clients move to another node, whose takeover made this one give
+// the producer up (not held), and back: the producer went back and forth
+// for as long as etcd was electing.
+const (
+	takeoverRetryFor   = 5 * time.Second
+	takeoverRetryPause = 200 * time.Millisecond
+)
+
+// finalTakeoverError marks a takeover outcome that a retry cannot change
+// (a fenced or unknown epoch, a producer that moved on to another owner).
+type finalTakeoverError struct{ error }
+
+func (e finalTakeoverError) Unwrap() error { return e.error }
+
 // takeover makes incarnation the producer's owner if the epoch asked is
 // current, has the previous owner hand it over (or fences it, and then
-// rebuilds the producer's state from the ledgers: DESIGN.md §6); the
-// machine decides what the outcome means.
+// rebuilds the producer's state from the ledgers: DESIGN.md §6), retrying
+// what failed for a moment; the machine decides what the outcome means.
 func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 	start := time.Now()
+	for {
+		result := n.takeoverOnce(t, incarnation, start)
+		var final finalTakeoverError
+		if result.Err == nil || errors.As(result.Err, &final) || time.Since(start) > takeoverRetryFor ||
+			!n.sleep(takeoverRetryPause) || !n.sessionWaits(t, incarnation) {
+			n.doFor(incarnation, func() { n.machine.TakeoverDone(result) })
+			return
+		}
+		n.logger.Debug("ingest: takeover failed; retrying", "producer", t.Producer, "err", result.Err)
+	}
+}
+
+// sessionWaits reports whether incarnation is still the node's and the
+// session that asked for the takeover still waits for it.
+func (n *Node) sessionWaits(t coordinator.Takeover, incarnation string) bool {
+	waits := make(chan bool, 1)
+	if !n.do(func() { waits <- n.reg.incarnation == incarnation && n.machine.SessionWaits(t.Producer, t.Session) }) {
+		return false
+	}
+	return <-waits
+}
+
+// takeoverOnce is one attempt of takeover.
+func (n *Node) takeoverOnce(t coordinator.Takeover, incarnation string, start time.Time) coordinator.TakeoverResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	result := coordinator.TakeoverResult{Producer: t.Producer, Epoch: t.Epoch, Session: t.Session}
 	rec, previousOwner, err := takeOwnership(ctx, n.etcd, t.Producer, t.Epoch, incarnation)
 	result.Current, result.OwnerGen = rec.Epoch, rec.Gen
 	if err == nil && rec.Epoch != t.Epoch {
-		err = coordinator.StaleEpochError(t.Producer, t.Epoch, rec.Epoch)
+		err = finalTakeoverError{coordinator.StaleEpochError(t.Producer, t.Epoch, rec.Epoch)}
 	}
 	var released *producer.State
 	if err == nil {
@@ -54,7 +96,7 @@ func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 		err = n.settledEpoch(ctx, &result, rec)
 	}
 	if errors.Is(err, errUnknownProducer) {
-		err = apierr.New(apierr.UnknownProducer, "producer %d is not registered: call InitProducer", t.Producer)
+		err = finalTakeoverError{apierr.New(apierr.UnknownProducer, "producer %d is not registered: call InitProducer", t.Producer)}
 	} else if err != nil && apierr.As(err).Code == apierr.Internal {
 		err = apierr.New(apierr.Unavailable, "take over producer %d: %v", t.Producer, err)
 	}
@@ -62,7 +104,7 @@ func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 	if err == nil {
 		n.ownerChanged(rec, previousOwner, incarnation, start)
 	}
-	n.doFor(incarnation, func() { n.machine.TakeoverDone(result) })
+	return result
 }
 
 // settledEpoch reads the producer record again once the previous owner can
@@ -79,7 +121,7 @@ func (n *Node) settledEpoch(ctx context.Context, result *coordinator.TakeoverRes
 		return apierr.New(apierr.Unavailable, "read producer %d after its handover: %v", result.Producer, err)
 	}
 	if cur.Owner != took.Owner || cur.Gen != took.Gen {
-		return apierr.New(apierr.Unavailable, "producer %d moved to %s during its takeover: retry", result.Producer, cur.Owner)
+		return finalTakeoverError{apierr.New(apierr.Unavailable, "producer %d moved to %s during its takeover: retry", result.Producer, cur.Owner)}
 	}
 	result.Current = cur.Epoch
 	result.State.Epoch = max(result.State.Epoch, cur.Epoch)

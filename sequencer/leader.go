@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // leader is the thin I/O loop around one epoch's Machine: it feeds the
@@ -241,7 +240,7 @@ func (l *leader) deposeLocked(reason string) {
 }
 
 // endReason says why the term ended, once it has.
-func (l *leader) endReason(nodeCtx context.Context, sess *concurrency.Session) string {
+func (l *leader) endReason(nodeCtx context.Context, sess *electionSession) string {
 	l.mu.Lock()
 	reason := l.mu.deposedBy
 	l.mu.Unlock()

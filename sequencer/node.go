@@ -81,7 +81,7 @@ type Node struct {
 		nextID SessionID
 		// session is the current term's election session (nil between
 		// terms); takingOver is the epoch being taken over (0: none).
-		session    *concurrency.Session
+		session    *electionSession
 		takingOver uint64
 	}
 }
@@ -114,7 +114,7 @@ func (n *Node) Run(ctx context.Context) error {
 // revoked it): a standby then stops waiting in its campaign, whose key went
 // with the lease, and Run starts a new session.
 func (n *Node) term(ctx context.Context) error {
-	sess, err := concurrency.NewSession(n.cfg.Etcd, concurrency.WithTTL(n.cfg.SessionTTL), concurrency.WithContext(ctx))
+	sess, err := n.newSession(ctx)
 	if err != nil {
 		return fmt.Errorf("election session: %w", err)
 	}
@@ -127,7 +127,7 @@ func (n *Node) term(ctx context.Context) error {
 		level = slog.LevelInfo
 	}
 	n.cfg.Logger.Log(ctx, level, "sequencer campaigning", "addr", n.cfg.Address, "lease", fmt.Sprintf("%x", int64(sess.Lease())))
-	el := concurrency.NewElection(sess, keys.SeqElection)
+	el := concurrency.NewElection(sess.Session, keys.SeqElection)
 	if err := n.campaign(ctx, sess, el); err != nil {
 		return err
 	}
@@ -144,7 +144,7 @@ var errSessionLost = errors.New("sequencer: etcd election session lost")
 // campaign waits to win the election for as long as sess lives. Campaign
 // alone would wait on: its key is gone with a lost lease, but it waits for
 // the keys ahead of it, which may well live on.
-func (n *Node) campaign(ctx context.Context, sess *concurrency.Session, el *concurrency.Election) error {
+func (n *Node) campaign(ctx context.Context, sess *electionSession, el *concurrency.Election) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -168,7 +168,7 @@ func (n *Node) campaign(ctx context.Context, sess *concurrency.Session, el *conc
 
 // noteSessionLost fires LeaseLost if the term ended because its session
 // was lost (not because the node stops).
-func (n *Node) noteSessionLost(ctx context.Context, sess *concurrency.Session) {
+func (n *Node) noteSessionLost(ctx context.Context, sess *electionSession) {
 	select {
 	case <-sess.Done():
 		if ctx.Err() == nil {
@@ -180,7 +180,7 @@ func (n *Node) noteSessionLost(ctx context.Context, sess *concurrency.Session) {
 }
 
 // lead runs steps 1–6 of §5 and then serves until deposed or ctx ends.
-func (n *Node) lead(ctx context.Context, sess *concurrency.Session, epoch uint64, electionKey string) error {
+func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, electionKey string) error {
 	elected := time.Now()
 	n.setTakingOver(epoch)
 	defer n.setTakingOver(0)
@@ -292,7 +292,7 @@ func (n *Node) setLeader(l *leader) {
 	n.mu.leader = l
 }
 
-func (n *Node) setSession(sess *concurrency.Session) {
+func (n *Node) setSession(sess *electionSession) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.mu.session = sess

@@ -95,6 +95,13 @@ type TakeoverResult struct {
 	Err      error
 }
 
+// SessionWaits reports whether session is producer id's current session
+// and still waits for its takeover (for a driver that retries one).
+func (m *Machine) SessionWaits(id, session uint64) bool {
+	s, ok := m.producers[id]
+	return ok && s.gen == session && !s.settled
+}
+
 // TakeoverDone: a Takeover finished.
 func (m *Machine) TakeoverDone(r TakeoverResult) {
 	s, ok := m.producers[r.Producer]
