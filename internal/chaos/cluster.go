@@ -336,6 +336,61 @@ func (c *Cluster) weakLedgers(ctx context.Context, cli *clientv3.Client) ([]uint
 	return weak, nil
 }
 
+// OpenLedgersOn lists the open ledgers with a member at node's address.
+func (c *Cluster) OpenLedgersOn(ctx context.Context, node *Node) ([]uint64, error) {
+	cli, _, err := c.etcdClient()
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	open, err := ledger.List(ctx, cli, ledger.Filter{States: []ledger.State{ledger.StateOpen}})
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint64
+	for _, m := range open {
+		for _, member := range m.Ensemble {
+			if member.Address == node.GRPCAddr {
+				ids = append(ids, m.ID)
+				break
+			}
+		}
+	}
+	return ids, nil
+}
+
+// WaitClosed waits until none of the ledgers ids is open any more. After a
+// node comes back with damage in its journal, its store cannot answer for
+// the tails of the ledgers the damage may have held: they are re-protected
+// once their writers rolled them (at their next append, refused with
+// ADD_DAMAGED), which etcd does not show as WaitProtected's registrations.
+func (c *Cluster) WaitClosed(ctx context.Context, ids []uint64) error {
+	cli, _, err := c.etcdClient()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	for {
+		var open []uint64
+		for _, id := range ids {
+			m, err := ledger.Get(ctx, cli, id)
+			if err != nil || m.State != ledger.StateClosed {
+				open = append(open, id)
+			}
+		}
+		if len(open) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ledgers %v still open: %w", open, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // WaitReady waits until every running node's /readyz answers 200.
 func (c *Cluster) WaitReady(ctx context.Context) error {
 	for {

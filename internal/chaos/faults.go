@@ -28,6 +28,9 @@ type Fault struct {
 	Node   *Node
 	At     time.Time
 	Detail string
+	// OnDamaged are the ledgers open on the node when its journal was
+	// damaged (FlipWALByte): the writers must roll them once it is back.
+	OnDamaged []uint64
 	// heal undoes the fault: restart, SIGCONT, or rejoin the partition.
 	heal func() error
 }
@@ -74,6 +77,7 @@ func (c *Cluster) Inject(ctx context.Context, kind string, rng *rand.Rand, produ
 		f.heal = restart
 	case FlipWALByte:
 		c.Kill(target)
+		f.OnDamaged, _ = c.OpenLedgersOn(ctx, target) // best effort: etcd has a quorum without it
 		file, pos, err := c.FlipByte(target, rng)
 		if err != nil {
 			f.Detail = err.Error()
