@@ -325,7 +325,7 @@ func (r *recovery) readAll(ctx context.Context, entry int64) []entryRead {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+			cctx, cancel := context.WithTimeout(ctx, r.callTimeout(i))
 			defer cancel()
 			resp, err := c.ReadEntry(cctx, &walpb.ReadEntryRequest{
 				LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation, EntryId: entry,

@@ -59,7 +59,7 @@ func (r *recovery) readWindow(ctx context.Context, from int64, n int) [][]entryR
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+			ctx, cancel := context.WithTimeout(ctx, r.callTimeout(i))
 			defer cancel()
 			stream, err := c.ReadEntries(ctx, &walpb.ReadEntriesRequest{LedgerId: r.meta.ID,
 				StoreIncarnation: r.meta.Ensemble[i].Incarnation, FirstEntry: from, LastEntry: from + int64(n) - 1})
@@ -80,6 +80,23 @@ func (r *recovery) readWindow(ctx context.Context, from int64, n int) [][]entryR
 	}
 	wg.Wait()
 	return reads
+}
+
+// unfencedCallTimeout bounds the reads from a member that did not answer
+// the fence: it is most likely down or paused, and its ABSENT would not
+// count, so the walk does not wait a whole CallTimeout for it at every
+// entry (a paused store kept a recovery going for 5 s). Its PRESENT can
+// still matter (the only holder besides a wiped member): the walk asks it
+// again at every round, and a live store answers well within this bound.
+// Copies to it are still made: it may be needed to reach A.
+const unfencedCallTimeout = 250 * time.Millisecond
+
+// callTimeout is how long a call to member i may take.
+func (r *recovery) callTimeout(i int) time.Duration {
+	if r.fenced != nil && !r.fenced[i] {
+		return min(r.opts.CallTimeout, unfencedCallTimeout)
+	}
+	return r.opts.CallTimeout
 }
 
 func (r *recovery) copyOf(entry int64, held entryRead) *walpb.AddEntry {
