@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 )
 
 // leader is the thin I/O loop around one epoch's Machine: it feeds the

@@ -101,6 +101,10 @@ type LedgerClient struct {
 	Writer string
 	// Events is told of the commit ledger's failure and of recoveries.
 	Events event.Listener
+	// silent remembers the stores found silent while reading ledgers: a
+	// new leader replays every listed commit ledger, and a paused store
+	// first in their ensembles cost it one silence timeout each.
+	silent ledger.SilentStores
 }
 
 var _ LedgerControl = (*LedgerClient)(nil)
@@ -198,7 +202,7 @@ func (lc *LedgerClient) scanClosed(ctx context.Context, id uint64, recover, noOf
 	if m.LastEntry < 0 {
 		return nil
 	}
-	r, err := ledger.NewReader(m, m.LastEntry, ledger.ReaderOptions{Stores: lc.Stores})
+	r, err := ledger.NewReader(m, m.LastEntry, ledger.ReaderOptions{Stores: lc.Stores, Silent: &lc.silent})
 	if err != nil {
 		return err
 	}

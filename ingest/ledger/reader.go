@@ -1,10 +1,12 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -38,6 +40,38 @@ type ReaderOptions struct {
 	// the ensemble. A paused node keeps its connections open, so its
 	// store's stream neither answers nor breaks. Default 1 s.
 	Silence time.Duration
+	// Silent, if set, remembers the stores a scan found silent, across
+	// readers: a scan starts with a member not in it, so reading many
+	// ledgers off a paused store costs one Silence, not one per ledger.
+	Silent *SilentStores
+}
+
+// SilentStores remembers, for a while, the stores a scan found silent.
+// Safe for concurrent use.
+type SilentStores struct {
+	mu    sync.Mutex
+	since map[string]time.Time
+	// For is how long a store stays remembered. Default 10 s.
+	For time.Duration
+}
+
+func (s *SilentStores) note(store string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.since == nil {
+		s.since = make(map[string]time.Time)
+	}
+	s.since[store] = time.Now()
+}
+
+func (s *SilentStores) silent(store string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.since[store]
+	return ok && time.Since(at) < cmp.Or(s.For, 10*time.Second)
 }
 
 func (o *ReaderOptions) fillDefaults() {
@@ -167,7 +201,11 @@ func (r *Reader) Scan(ctx context.Context, first, last int64, fn func(Entry) err
 	}
 	next := first
 	failures := 0
-	for i := 0; next <= last; i = (i + 1) % len(r.clients) {
+	start := 0
+	for start < len(r.clients)-1 && r.opts.Silent.silent(r.meta.Ensemble[start].StoreID) {
+		start++
+	}
+	for i := start; next <= last; i = (i + 1) % len(r.clients) {
 		before := next
 		err := r.scanFrom(ctx, i, &next, last, fn)
 		if err == nil {
@@ -223,6 +261,9 @@ func (r *Reader) scanFrom(ctx context.Context, i int, next *int64, last int64, f
 	defer silent.Stop()
 	streamErr := func(err error) error {
 		if context.Cause(streamCtx) == errSilent {
+			if r.opts.Silent != nil {
+				r.opts.Silent.note(store)
+			}
 			return &silenceError{store: store, entry: *next, silence: r.opts.Silence}
 		}
 		return err

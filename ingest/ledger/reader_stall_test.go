@@ -176,6 +176,31 @@ func TestScanMovesOnFromSilentStores(t *testing.T) {
 			}
 		})
 	}
+	t.Run("silent_store_remembered_across_readers", func(t *testing.T) {
+		// A second reader sharing SilentStores starts with another member:
+		// a paused store first in many ensembles costs one Silence, not
+		// one per ledger (a new sequencer leader replays every commit
+		// ledger of the list).
+		rules[0].set(0)
+		rules[1].set(-1)
+		rules[2].set(-1)
+		var silent SilentStores
+		for round := range 2 {
+			before := stalled(rules)
+			r, err := NewReader(m, m.LastEntry, ReaderOptions{Stores: c.net.dialer("reader"), Silent: &silent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			if err := r.Scan(ctx, 0, m.LastEntry, func(Entry) error { n++; return nil }); err != nil || n != entries {
+				t.Fatalf("round %d: %d entries, %v", round, n, err)
+			}
+			stalls := stalled(rules) - before
+			if round == 0 && stalls == 0 || round == 1 && stalls != 0 {
+				t.Fatalf("round %d: %d stalled streams, want 1 then 0", round, stalls)
+			}
+		}
+	})
 	t.Run("every_store_silent", func(t *testing.T) {
 		for _, rule := range rules {
 			rule.set(3)
