@@ -22,13 +22,15 @@ func (n *Node) doFor(incarnation string, fn func()) {
 	})
 }
 
-// Takeover retries: a takeover that failed for a moment (etcd electing a
-// leader, a ledger recovery waiting for a store) is tried again for up to
-// takeoverRetryFor, every takeoverRetryPause, while its session still waits
-// for it; only then are the producer's held frames refused. Refusing at
-// once made clients move to another node, whose takeover made this one give
-// the producer up (not held), and back: the producer went back and forth
-// for as long as etcd was electing.
+// Takeover retries: a takeover whose first step, taking the producer's
+// record, failed for a moment (etcd electing a leader) is tried again for
+// up to takeoverRetryFor, every takeoverRetryPause, while its session still
+// waits for it; only then are the producer's held frames refused. Refusing
+// at once made clients move to another node, whose takeover made this one
+// give the producer up (not held), and back: the producer went back and
+// forth for as long as etcd was electing. A takeover that took the record
+// is not retried: a retry could take it back from a newer owner, or throw
+// away a state already handed over.
 const (
 	takeoverRetryFor   = 5 * time.Second
 	takeoverRetryPause = 200 * time.Millisecond
@@ -47,9 +49,9 @@ func (e finalTakeoverError) Unwrap() error { return e.error }
 func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 	start := time.Now()
 	for {
-		result := n.takeoverOnce(t, incarnation, start)
+		result, took := n.takeoverOnce(t, incarnation, start)
 		var final finalTakeoverError
-		if result.Err == nil || errors.As(result.Err, &final) || time.Since(start) > takeoverRetryFor ||
+		if result.Err == nil || took || errors.As(result.Err, &final) || time.Since(start) > takeoverRetryFor ||
 			!n.sleep(takeoverRetryPause) || !n.sessionWaits(t, incarnation) {
 			n.doFor(incarnation, func() { n.machine.TakeoverDone(result) })
 			return
@@ -65,15 +67,22 @@ func (n *Node) sessionWaits(t coordinator.Takeover, incarnation string) bool {
 	if !n.do(func() { waits <- n.reg.incarnation == incarnation && n.machine.SessionWaits(t.Producer, t.Session) }) {
 		return false
 	}
-	return <-waits
+	select {
+	case w := <-waits:
+		return w
+	case <-n.done: // the loop stopped before it ran the check
+		return false
+	}
 }
 
-// takeoverOnce is one attempt of takeover.
-func (n *Node) takeoverOnce(t coordinator.Takeover, incarnation string, start time.Time) coordinator.TakeoverResult {
+// takeoverOnce is one attempt of takeover; took says whether it took the
+// producer's record (then it is not retried).
+func (n *Node) takeoverOnce(t coordinator.Takeover, incarnation string, start time.Time) (_ coordinator.TakeoverResult, took bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	result := coordinator.TakeoverResult{Producer: t.Producer, Epoch: t.Epoch, Session: t.Session}
 	rec, previousOwner, err := takeOwnership(ctx, n.etcd, t.Producer, t.Epoch, incarnation)
+	took = err == nil
 	result.Current, result.OwnerGen = rec.Epoch, rec.Gen
 	if err == nil && rec.Epoch != t.Epoch {
 		err = finalTakeoverError{coordinator.StaleEpochError(t.Producer, t.Epoch, rec.Epoch)}
@@ -104,7 +113,7 @@ func (n *Node) takeoverOnce(t coordinator.Takeover, incarnation string, start ti
 	if err == nil {
 		n.ownerChanged(rec, previousOwner, incarnation, start)
 	}
-	return result
+	return result, took
 }
 
 // settledEpoch reads the producer record again once the previous owner can

@@ -47,7 +47,8 @@ func (n *Node) newSession(ctx context.Context) (*electionSession, error) {
 	})
 	if err == nil {
 		var sess *concurrency.Session
-		if sess, err = concurrency.NewSession(n.cfg.Etcd, concurrency.WithLease(grant.ID), concurrency.WithContext(ctx)); err == nil {
+		if sess, err = concurrency.NewSession(n.cfg.Etcd, concurrency.WithLease(grant.ID),
+			concurrency.WithTTL(n.cfg.SessionTTL), concurrency.WithContext(ctx)); err == nil {
 			return &electionSession{Session: sess, lost: lost, stopKeep: stopKeep}, nil
 		}
 	}

@@ -155,6 +155,8 @@ type recovery struct {
 	// lost marks the members lost for good (lost.go), as of lostAt.
 	lost   []bool
 	lostAt time.Time
+	// rounds counts the reads of the entry being settled (callTimeout).
+	rounds int
 }
 
 // errClosedElsewhere stops a recovery that finds, while waiting, that
@@ -268,7 +270,8 @@ func (r *recovery) fenceOne(ctx context.Context, i int, c walpb.WALClient) fence
 // the ledger's end, false once the entry is held by A stores.
 func (r *recovery) settle(ctx context.Context, entry int64) (bool, error) {
 	start, report := time.Now(), recoveryWaitReport
-	for {
+	defer func() { r.rounds = 0 }()
+	for ; ; r.rounds++ {
 		reads := r.readAll(ctx, entry)
 		if waited := time.Since(start); waited >= report {
 			report = 2 * waited

@@ -91,13 +91,19 @@ func (r *recovery) readWindow(ctx context.Context, from int64, n int) [][]entryR
 // Copies to it are still made: it may be needed to reach A.
 const unfencedCallTimeout = 250 * time.Millisecond
 
-// callTimeout is how long a call to member i may take.
+// callTimeout is how long a call to member i may take. After
+// unfencedShortRounds rounds a member that missed the fence gets the whole
+// CallTimeout again: it may be the only holder of an entry and merely slow.
 func (r *recovery) callTimeout(i int) time.Duration {
-	if r.fenced != nil && !r.fenced[i] {
+	if r.fenced != nil && !r.fenced[i] && r.rounds < unfencedShortRounds {
 		return min(r.opts.CallTimeout, unfencedCallTimeout)
 	}
 	return r.opts.CallTimeout
 }
+
+// unfencedShortRounds is how many reads of one entry a member that missed
+// the fence gets with unfencedCallTimeout.
+const unfencedShortRounds = 8
 
 func (r *recovery) copyOf(entry int64, held entryRead) *walpb.AddEntry {
 	return &walpb.AddEntry{LedgerId: r.meta.ID, EntryId: entry, Span: held.span, Lac: entry - 1,
