@@ -281,37 +281,39 @@ func (c *Cluster) FlipByte(node *Node, rng *rand.Rand) (string, int64, error) {
 }
 
 // WaitProtected waits until the cluster tolerates its next fault again:
-// every open ledger (ingest and commit ledgers) has a full ensemble of
-// stores registered in the incarnations it names. A node that comes back
-// has its ledgers re-protected within about a second (degraded ledgers
-// roll once a full ensemble is registered, a wiped store's ledgers roll
-// off it); a fault inside that window is a second fault on top of the
-// first, which W=3, A=2 does not promise to survive without waiting.
-func (c *Cluster) WaitProtected(ctx context.Context) error {
+// every ledger in states (ingest and commit ledgers) has a full ensemble
+// of stores registered in the incarnations it names. A node that comes
+// back has its open ledgers re-protected within about a second (degraded
+// ledgers roll once a full ensemble is registered, a wiped store's ledgers
+// roll off it), and its closed ones at the re-replication worker's next
+// pass (every 10 s); a fault inside that window is a second fault on top
+// of the first, which W=3, A=2 does not promise to survive without waiting
+// (a new sequencer leader replays every commit ledger).
+func (c *Cluster) WaitProtected(ctx context.Context, states ...ledger.State) error {
 	cli, _, err := c.etcdClient()
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
 	for {
-		weak, err := c.weakLedgers(ctx, cli)
+		weak, err := c.weakLedgers(ctx, cli, states)
 		if err == nil && len(weak) == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("open ledgers %v not on a full ensemble of registered stores (%v): %w", weak, err, ctx.Err())
+			return fmt.Errorf("ledgers %v not on a full ensemble of registered stores (%v): %w", weak, err, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
-// weakLedgers lists the open ledgers that are degraded or name a store
+// weakLedgers lists the ledgers that are degraded or name a store
 // incarnation that is not registered.
-func (c *Cluster) weakLedgers(ctx context.Context, cli *clientv3.Client) ([]uint64, error) {
+func (c *Cluster) weakLedgers(ctx context.Context, cli *clientv3.Client, states []ledger.State) ([]uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	open, err := ledger.List(ctx, cli, ledger.Filter{States: []ledger.State{ledger.StateOpen}})
+	open, err := ledger.List(ctx, cli, ledger.Filter{States: states})
 	if err != nil {
 		return nil, err
 	}
