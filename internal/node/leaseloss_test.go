@@ -131,7 +131,13 @@ func TestSequencerStandbyCampaignsAgainAfterItsSessionIsLost(t *testing.T) {
 	defer standby.Close()
 	waitAllReady(t, ctx, standby)
 
-	key, _ := electionKeyOf(t, cli, standby)
+	// Ready means the standby has a session; its campaign key is written
+	// just after, so wait for it.
+	var key string
+	waitFor(t, 10*time.Second, "the standby's campaign key", func() bool {
+		key, _ = electionKeyOf(t, cli, standby)
+		return key != ""
+	})
 	old := revokeLeaseOf(t, cli, key)
 	waitFor(t, 10*time.Second, "the standby campaigning again with a new session", func() bool {
 		_, lease := electionKeyOf(t, cli, standby)
