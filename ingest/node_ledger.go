@@ -26,7 +26,7 @@ const retryPause = coordinator.RetryPause
 func (n *Node) openLedger(open *coordinator.OpenLedger) {
 	reg := n.reg
 	n.async(func() {
-		if !n.pauseUntilNewEpoch(open.Pause, reg.grants) {
+		if !n.pauseUntilNewStream(open.Pause, reg.grants) {
 			return
 		}
 		w, err := n.createLedger(reg.grants.Epoch(), reg.incarnation, open.Snapshot)
@@ -67,17 +67,18 @@ func (n *Node) openLedger(open *coordinator.OpenLedger) {
 	})
 }
 
-// pauseUntilNewEpoch waits the pause refused grants asked for, cut short
-// when the grant session learns of a new sequencer epoch: the refusals
-// came from a leader that is gone, and the new one grants at once. False
-// if the node stopped meanwhile.
-func (n *Node) pauseUntilNewEpoch(pause time.Duration, grants GrantSession) bool {
-	epoch, end := grants.Epoch(), time.Now().Add(pause)
+// pauseUntilNewStream waits the pause refused grants asked for, cut short
+// when the grant session learns of a new sequencer epoch or opens a new
+// stream: the refusals came from a leader that is gone or from having no
+// stream at all, and a leader that answers now grants at once. False if
+// the node stopped meanwhile.
+func (n *Node) pauseUntilNewStream(pause time.Duration, grants GrantSession) bool {
+	epoch, streams, end := grants.Epoch(), grants.Streams(), time.Now().Add(pause)
 	for wait := time.Until(end); wait > 0; wait = time.Until(end) {
-		if !n.sleep(min(wait, 50*time.Millisecond)) {
+		if !n.sleep(min(wait, 20*time.Millisecond)) {
 			return false
 		}
-		if grants.Epoch() != epoch {
+		if grants.Epoch() != epoch || grants.Streams() != streams {
 			return true
 		}
 	}

@@ -168,7 +168,8 @@ func newRefusingSession(epoch int64) *refusingSession {
 	return &refusingSession{epoch: epoch, replies: make(chan GrantReply, 4096)}
 }
 
-func (s *refusingSession) Epoch() int64 { return s.epoch }
+func (s *refusingSession) Epoch() int64    { return s.epoch }
+func (s *refusingSession) Streams() uint64 { return 0 }
 
 func (s *refusingSession) Grant(batchID, ledger uint64, _ int) {
 	select {

@@ -40,6 +40,7 @@ type SequencerSession struct {
 		client      *sequencer.GrantClient
 		conn        *grpc.ClientConn
 		epoch       int64
+		streams     uint64       // grant streams opened
 		outstanding []GrantReply // requested, not yet answered, in order
 	}
 }
@@ -92,6 +93,13 @@ func (s *SequencerSession) Epoch() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mu.epoch
+}
+
+// Streams counts the grant streams opened so far.
+func (s *SequencerSession) Streams() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.streams
 }
 
 // Replies delivers grant answers in request order.
@@ -196,6 +204,7 @@ func (s *SequencerSession) serve() error {
 	}
 	s.mu.Lock()
 	s.mu.client, s.mu.conn, s.mu.epoch = client, conn, max(s.mu.epoch, epoch)
+	s.mu.streams++
 	s.mu.Unlock()
 	return s.relay(client)
 }

@@ -38,6 +38,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Events is told of leader changes and epochs.
 	Events event.Listener
+	// ProbeLeader, if set, lets a standby find the leader's process gone
+	// and revoke its election lease rather than wait out the TTL
+	// (evict.go). Real nodes use ProbeGRPC.
+	ProbeLeader LeaderProbe
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -154,6 +158,7 @@ func (n *Node) campaign(ctx context.Context, sess *electionSession, el *concurre
 		case <-cctx.Done():
 		}
 	}()
+	go n.evictGoneLeader(cctx, el)
 	err := el.Campaign(cctx, n.cfg.Address)
 	select {
 	case <-sess.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,9 @@ type Fault struct {
 	Node   *Node
 	At     time.Time
 	Detail string
+	// Roles lists what the node was when the fault began: sequencer
+	// leader, etcd raft leader, the tracked gRPC producer's node.
+	Roles string
 	// OnDamaged are the ledgers open on the node when its journal was
 	// damaged (FlipWALByte): the writers must roll them once it is back.
 	OnDamaged []uint64
@@ -40,17 +44,15 @@ type Fault struct {
 // lasts at least (longer than the leases).
 func (c *Cluster) Inject(ctx context.Context, kind string, rng *rand.Rand, producerNode *Node) (*Fault, error) {
 	var target *Node
+	leader, etcdLeader := c.SequencerLeader(ctx), c.EtcdLeader(ctx)
 	switch kind {
-	case KillSequencerLeader:
-		target = c.SequencerLeader(ctx)
+	case KillSequencerLeader, Partition:
+		target = leader
 	case KillEtcdLeader:
-		target = c.EtcdLeader(ctx)
+		target = etcdLeader
 	case KillProducerNode, Pause:
 		target = producerNode
-	case Partition:
-		target = c.SequencerLeader(ctx)
 	case KillOther:
-		leader := c.SequencerLeader(ctx)
 		for _, n := range c.Nodes {
 			if n != leader && n != producerNode {
 				target = n
@@ -60,7 +62,8 @@ func (c *Cluster) Inject(ctx context.Context, kind string, rng *rand.Rand, produ
 	if target == nil {
 		target = c.Nodes[rng.IntN(len(c.Nodes))]
 	}
-	f := &Fault{Kind: kind, Node: target, At: time.Now()}
+	// Which roles the target held tells which timeouts the fault costs.
+	f := &Fault{Kind: kind, Node: target, At: time.Now(), Roles: rolesOf(target, leader, etcdLeader, producerNode)}
 	restart := func() error { return c.Start(target) }
 	switch kind {
 	case Pause:
@@ -94,3 +97,21 @@ func (c *Cluster) Inject(ctx context.Context, kind string, rng *rand.Rand, produ
 
 // Heal undoes the fault.
 func (f *Fault) Heal() error { return f.heal() }
+
+// rolesOf names the roles n holds ("-" for none).
+func rolesOf(n, sequencerLeader, etcdLeader, producerNode *Node) string {
+	var roles []string
+	if n == sequencerLeader {
+		roles = append(roles, "sequencer-leader")
+	}
+	if n == etcdLeader {
+		roles = append(roles, "etcd-leader")
+	}
+	if n == producerNode {
+		roles = append(roles, "producer-node")
+	}
+	if len(roles) == 0 {
+		return "-"
+	}
+	return strings.Join(roles, ",")
+}

@@ -336,7 +336,8 @@ func (s *Server) startSequencer(ctx context.Context) error {
 	control := &sequencer.LedgerClient{Etcd: s.cli, Stores: s.dialer, Writer: "sequencer-" + s.cfg.NodeName,
 		Replication: sequencer.CommitReplication{AckQuorum: s.cfg.Commit.A, Tolerate: s.cfg.Commit.Tolerate}, Events: s.events}
 	var err error
-	seqCfg := sequencer.Config{Address: addr, Etcd: s.cli, Logger: s.logger, Events: s.events, Ledgers: control}
+	seqCfg := sequencer.Config{Address: addr, Etcd: s.cli, Logger: s.logger, Events: s.events, Ledgers: control,
+		ProbeLeader: sequencer.ProbeGRPC}
 	s.cfg.Sequencer.apply(&seqCfg)
 	s.sequencer, err = sequencer.NewNode(seqCfg)
 	if err != nil {
