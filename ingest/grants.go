@@ -8,8 +8,9 @@ import "orderlog/ingest/pipeline"
 type GrantSession interface {
 	// Epoch is the sequencer epoch ledgers must be created in.
 	Epoch() int64
-	// Streams counts the grant streams opened so far: a change means a
-	// leader (a new one, or the same after a reconnection) answers now.
+	// Streams counts the grant streams a leader accepted so far: a change
+	// means a leader (a new one, or the same after a reconnection) grants
+	// now.
 	Streams() uint64
 	// Grant asks for count offsets bound to ledger.
 	Grant(batchID, ledger uint64, count int)

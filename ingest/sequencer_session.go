@@ -40,7 +40,7 @@ type SequencerSession struct {
 		client      *sequencer.GrantClient
 		conn        *grpc.ClientConn
 		epoch       int64
-		streams     uint64       // grant streams opened
+		streams     uint64       // grant streams a leader accepted
 		outstanding []GrantReply // requested, not yet answered, in order
 	}
 }
@@ -95,7 +95,7 @@ func (s *SequencerSession) Epoch() int64 {
 	return s.mu.epoch
 }
 
-// Streams counts the grant streams opened so far.
+// Streams counts the grant streams a leader accepted (sent a frame on).
 func (s *SequencerSession) Streams() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -204,7 +204,6 @@ func (s *SequencerSession) serve() error {
 	}
 	s.mu.Lock()
 	s.mu.client, s.mu.conn, s.mu.epoch = client, conn, max(s.mu.epoch, epoch)
-	s.mu.streams++
 	s.mu.Unlock()
 	return s.relay(client)
 }
@@ -215,6 +214,7 @@ func (s *SequencerSession) serve() error {
 func (s *SequencerSession) relay(client *sequencer.GrantClient) error {
 	silence := time.NewTimer(s.opts.Silence)
 	defer silence.Stop()
+	accepted := false // the leader sends a frame at once when it accepts the session
 	for {
 		select {
 		case <-s.stop:
@@ -228,6 +228,12 @@ func (s *SequencerSession) relay(client *sequencer.GrantClient) error {
 				return fmt.Errorf("grant stream ended: %v", client.Err())
 			}
 			silence.Reset(s.opts.Silence)
+			if !accepted {
+				accepted = true
+				s.mu.Lock()
+				s.mu.streams++
+				s.mu.Unlock()
+			}
 			s.onFrame(f)
 		}
 	}

@@ -22,6 +22,10 @@ type EntrySource interface {
 type LedgerSource struct {
 	etcd   *clientv3.Client
 	stores ledger.Dialer
+	// silent remembers stores whose reads timed out (a paused node):
+	// reads try them last, so a tail does not wait a call timeout per
+	// entry.
+	silent ledger.SilentStores
 	mu     struct {
 		sync.Mutex
 		meta map[uint64]ledger.Metadata
@@ -42,7 +46,7 @@ func (s *LedgerSource) ReadEntry(ctx context.Context, ledgerID uint64, entry int
 	if err != nil {
 		return nil, err
 	}
-	r, err := ledger.NewReader(meta, entry, ledger.ReaderOptions{Stores: s.stores})
+	r, err := ledger.NewReader(meta, entry, ledger.ReaderOptions{Stores: s.stores, Silent: &s.silent})
 	if err != nil {
 		return nil, err
 	}

@@ -135,6 +135,12 @@ func (svc *Service) Grant(stream grpc.BidiStreamingServer[pb.IngestFrame, pb.Seq
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	defer l.closeSession(s)
+	// The first frame says the session is accepted (even when it carries
+	// nothing else): an ingest node whose grants were refused while it had
+	// no session opens its next ledger at once then.
+	if err := stream.Send(&pb.SequencerFrame{Epoch: l.epoch}); err != nil {
+		return err
+	}
 	s.inRecv.Store(true)
 	l.onFrame(s, first)
 	s.inRecv.Store(false)

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"orderlog/proto/walpb"
@@ -93,22 +92,25 @@ func (w *Writer) clients() []walpb.WALClient {
 }
 
 // closeOnStores tells every ensemble store the ledger's last entry, so it
-// drops anything beyond. Best effort: the metadata is the truth, and a
-// store that misses this still holds nothing a reader is ever sent to.
+// drops anything beyond, and waits for the answers only until a fence
+// quorum has them. Best effort: the metadata is the truth, and a store
+// that misses this still holds nothing a reader is ever sent to; a paused
+// member is not waited for (each call still ends within a second).
 func closeOnStores(ctx context.Context, m Metadata, clients []walpb.WALClient) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = c.CloseLedger(ctx, &walpb.CloseLedgerRequest{
-				LedgerId: m.ID, StoreIncarnation: m.Ensemble[i].Incarnation, LastEntry: m.LastEntry,
-			})
-		}()
-	}
-	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	answered, quorum := 0, min(len(clients), fenceQuorum(m.W, m.A))
+	askAll(len(clients), nil, func(i int) bool {
+		_, err := clients[i].CloseLedger(ctx, &walpb.CloseLedgerRequest{
+			LedgerId: m.ID, StoreIncarnation: m.Ensemble[i].Incarnation, LastEntry: m.LastEntry,
+		})
+		return err == nil
+	}, func(_ int, ok bool) bool {
+		if ok {
+			answered++
+		}
+		return answered >= quorum
+	})
+	time.AfterFunc(time.Second, cancel) // the calls not waited for end by then
 }
 
 // Unconfirmed returns, after Close, the entries the writer appended beyond

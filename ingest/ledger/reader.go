@@ -10,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"orderlog/proto/walpb"
 )
@@ -138,7 +140,9 @@ func (r *Reader) Metadata() Metadata { return r.meta }
 func (r *Reader) Last() int64 { return r.bound }
 
 // Read returns one entry, trying the ensemble members in turn (starting
-// at one chosen by the entry id, to spread load), for up to Passes rounds.
+// at one chosen by the entry id, to spread load; members Silent names
+// last), for up to Passes rounds. A member whose call times out is noted
+// in Silent: a paused store costs one CallTimeout, not one per entry.
 func (r *Reader) Read(ctx context.Context, id int64) (Entry, error) {
 	if id < 0 || id > r.bound {
 		return Entry{}, fmt.Errorf("ledger %d entry %d (last %d): %w", r.meta.ID, id, r.bound, ErrBeyondLast)
@@ -149,11 +153,13 @@ func (r *Reader) Read(ctx context.Context, id int64) (Entry, error) {
 			break
 		}
 		causes = causes[:0]
-		for k := range r.clients {
-			i := (int(id%int64(len(r.clients))) + k) % len(r.clients)
+		for _, i := range r.readOrder(id) {
 			e, err := r.readFrom(ctx, i, id)
 			if err == nil {
 				return e, nil
+			}
+			if status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil && r.opts.Silent != nil {
+				r.opts.Silent.note(r.meta.Ensemble[i].StoreID)
 			}
 			causes = append(causes, err)
 		}
@@ -162,6 +168,21 @@ func (r *Reader) Read(ctx context.Context, id int64) (Entry, error) {
 		causes = append(causes, err)
 	}
 	return Entry{}, fmt.Errorf("ledger %d entry %d: %w: %w", r.meta.ID, id, ErrUnreadable, errors.Join(causes...))
+}
+
+// readOrder is the order Read tries the members in for entry id.
+func (r *Reader) readOrder(id int64) []int {
+	order := make([]int, 0, len(r.clients))
+	var silent []int
+	for k := range r.clients {
+		i := (int(id%int64(len(r.clients))) + k) % len(r.clients)
+		if r.opts.Silent.silent(r.meta.Ensemble[i].StoreID) {
+			silent = append(silent, i)
+		} else {
+			order = append(order, i)
+		}
+	}
+	return append(order, silent...)
 }
 
 func (r *Reader) pause(ctx context.Context) error {

@@ -50,8 +50,11 @@ func (o *RecoverOptions) fillDefaults() {
 //     again reach A acks;
 //  3. walk upward from the highest LAC a fenced store reported: an entry
 //     some store holds is rolled forward until A stores hold it; an entry
-//     W−A+1 stores answer ABSENT for ends the ledger; anything else (UNKNOWN,
-//     no reply) is asked again, never concluded;
+//     W−A+1 fenced stores answer ABSENT for ends the ledger; anything else
+//     (UNKNOWN, no reply) is asked again, never concluded. Like the fence,
+//     each step waits for the answers that decide it, not for a member that
+//     missed the fence (paused, say): an entry only such a member holds was
+//     never confirmed, and may be cut off;
 //  4. CAS recovering → closed with the last entry and the covered offsets.
 //     The first recovering → closed wins; a recovery that loses returns the
 //     winner's metadata.
@@ -202,18 +205,15 @@ func (r *recovery) run(ctx context.Context) (int64, error) {
 func (r *recovery) fence(ctx context.Context) (int64, error) {
 	answers := make([]fenceAnswer, len(r.clients))
 	for {
-		var wg sync.WaitGroup
-		for i, c := range r.clients {
-			if answers[i].answer != answerNone {
-				continue // fenced already; a fence is durable before it is answered
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				answers[i] = r.fenceOne(ctx, i, c)
-			}()
-		}
-		wg.Wait()
+		fenced := false
+		askAll(len(r.clients),
+			func(i int) bool { return answers[i].answer != answerNone }, // fenced already; a fence is durable before it is answered
+			func(i int) fenceAnswer { return r.fenceOne(ctx, i, r.clients[i]) },
+			func(i int, f fenceAnswer) bool {
+				answers[i] = f
+				fenced, _ = decideFence(answers, r.meta.W, r.meta.A)
+				return fenced // a member that answers later is fenced all the same, but not waited for
+			})
 		if ok, startAfter := decideFence(answers, r.meta.W, r.meta.A); ok {
 			r.fenced = make([]bool, len(r.clients))
 			var stores []string
@@ -321,31 +321,60 @@ func (r *recovery) describe(reads []entryRead) []string {
 	return out
 }
 
+// readAll reads entry from every member. It stops waiting for members
+// that missed the fence once the fenced ones have answered and their
+// answers decide the entry.
 func (r *recovery) readAll(ctx context.Context, entry int64) []entryRead {
 	reads := make([]entryRead, len(r.clients))
-	var wg sync.WaitGroup
-	for i, c := range r.clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, r.callTimeout(i))
-			defer cancel()
-			resp, err := c.ReadEntry(cctx, &walpb.ReadEntryRequest{
-				LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation, EntryId: entry,
-			})
-			if err != nil || resp.EntryId != entry && resp.Status == walpb.EntryStatus_PRESENT {
-				return
-			}
-			reads[i] = entryRead{answer: answerOf(resp.Status), span: resp.Span, payload: resp.Payload}
-		}()
-	}
-	wg.Wait()
+	askAll(len(r.clients), nil, func(i int) entryRead {
+		cctx, cancel := context.WithTimeout(ctx, r.callTimeout(i))
+		defer cancel()
+		resp, err := r.clients[i].ReadEntry(cctx, &walpb.ReadEntryRequest{
+			LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation, EntryId: entry,
+		})
+		if err != nil || resp.EntryId != entry && resp.Status == walpb.EntryStatus_PRESENT {
+			return entryRead{}
+		}
+		return entryRead{answer: answerOf(resp.Status), span: resp.Span, payload: resp.Payload}
+	}, decidedByFenced(r, func(i int, rd entryRead) []entryRead {
+		reads[i] = rd
+		return reads
+	}))
 	return reads
 }
 
-// reader reads entries up to bound (all decided) from the ensemble.
+// decidedByFenced returns a take for askAll that records each member's
+// answer with record (which returns the answers so far for the entry to
+// decide) and says enough once every fenced member has answered and those
+// answers decide the entry: an unfenced member cannot change a decision
+// made without it (its ABSENT does not count, and a holder is there
+// already).
+func decidedByFenced[T any](r *recovery, record func(i int, v T) []entryRead) func(int, T) bool {
+	answered := make([]bool, len(r.clients))
+	return func(i int, v T) bool {
+		reads := record(i, v)
+		answered[i] = true
+		for j, f := range r.fenced {
+			if f && !answered[j] {
+				return false
+			}
+		}
+		verdict, _ := decideEntry(reads, r.fenced, r.meta.W, r.meta.A)
+		return verdict != verdictWait
+	}
+}
+
+// reader reads entries up to bound (all decided) from the ensemble, from
+// the members that took the fence first: one that missed it is likely
+// paused or down.
 func (r *recovery) reader(bound int64) *Reader {
-	o := ReaderOptions{CallTimeout: r.opts.CallTimeout, Retry: r.opts.Retry}
+	silent := &SilentStores{}
+	for i, f := range r.fenced {
+		if !f {
+			silent.note(r.meta.Ensemble[i].StoreID)
+		}
+	}
+	o := ReaderOptions{CallTimeout: r.opts.CallTimeout, Retry: r.opts.Retry, Silent: silent}
 	o.fillDefaults()
 	return &Reader{meta: r.meta, clients: r.clients, bound: bound, opts: o}
 }

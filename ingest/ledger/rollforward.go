@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -49,36 +48,40 @@ func (r *recovery) settleWindow(ctx context.Context, from int64) (next int64, en
 // readWindow streams entries from..from+n-1 from every store. reads[k][i]
 // is store i's answer for entry from+k; a store's stream ends at its first
 // answer that is not PRESENT, so later entries get no answer from it.
+//
+// It stops waiting for members that missed the fence once the fenced ones
+// have answered and their answers decide the window's first entry.
 func (r *recovery) readWindow(ctx context.Context, from int64, n int) [][]entryRead {
 	reads := make([][]entryRead, n)
 	for k := range reads {
 		reads[k] = make([]entryRead, len(r.clients))
 	}
-	var wg sync.WaitGroup
-	for i, c := range r.clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(ctx, r.callTimeout(i))
-			defer cancel()
-			stream, err := c.ReadEntries(ctx, &walpb.ReadEntriesRequest{LedgerId: r.meta.ID,
-				StoreIncarnation: r.meta.Ensemble[i].Incarnation, FirstEntry: from, LastEntry: from + int64(n) - 1})
-			if err != nil {
-				return
+	askAll(len(r.clients), nil, func(i int) []entryRead {
+		column := make([]entryRead, n) // store i's answers; entries it did not answer stay answerNone
+		ctx, cancel := context.WithTimeout(ctx, r.callTimeout(i))
+		defer cancel()
+		stream, err := r.clients[i].ReadEntries(ctx, &walpb.ReadEntriesRequest{LedgerId: r.meta.ID,
+			StoreIncarnation: r.meta.Ensemble[i].Incarnation, FirstEntry: from, LastEntry: from + int64(n) - 1})
+		if err != nil {
+			return column
+		}
+		for k := 0; k < n; k++ {
+			resp, err := stream.Recv()
+			if err != nil || resp.EntryId != from+int64(k) {
+				return column
 			}
-			for k := 0; k < n; k++ {
-				resp, err := stream.Recv()
-				if err != nil || resp.EntryId != from+int64(k) {
-					return
-				}
-				reads[k][i] = entryRead{answer: answerOf(resp.Status), span: resp.Span, payload: resp.Payload}
-				if resp.Status != walpb.EntryStatus_PRESENT {
-					return
-				}
+			column[k] = entryRead{answer: answerOf(resp.Status), span: resp.Span, payload: resp.Payload}
+			if resp.Status != walpb.EntryStatus_PRESENT {
+				return column
 			}
-		}()
-	}
-	wg.Wait()
+		}
+		return column
+	}, decidedByFenced(r, func(i int, column []entryRead) []entryRead {
+		for k := range reads {
+			reads[k][i] = column[k]
+		}
+		return reads[0]
+	}))
 	return reads
 }
 
@@ -118,33 +121,35 @@ func (r *recovery) copyOf(entry int64, held entryRead) *walpb.AddEntry {
 // refuses with a gap and is backfilled first.
 func (r *recovery) rollForward(ctx context.Context, from int64, reads [][]entryRead, copies []*walpb.AddEntry) int {
 	holds := make([]int, len(r.clients)) // store i holds entries from..from+holds[i]-1
-	var wg sync.WaitGroup
 	for i := range r.clients {
-		k0 := 0
-		for k0 < len(reads) && reads[k0][i].answer == answerPresent {
-			k0++
-		}
-		holds[i] = k0
-		if k0 == len(reads) || reads[k0][i].answer == answerUnknown {
-			continue // holds all, or cannot hold for this ledger (newer incarnation, damage)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			holds[i] = k0 + r.copyTo(ctx, i, from+int64(k0), copies[k0:])
-		}()
-	}
-	wg.Wait()
-	for k := range reads {
-		holders := make([]bool, len(r.clients))
-		for i := range holders {
-			holders[i] = holds[i] > k
-		}
-		if !rolledForward(holders, r.rollForwardQuorum()) {
-			return k
+		for holds[i] < len(reads) && reads[holds[i]][i].answer == answerPresent {
+			holds[i]++
 		}
 	}
-	return len(reads)
+	settled := func() int { // leading entries A stores hold
+		for k := range reads {
+			holders := make([]bool, len(r.clients))
+			for i := range holders {
+				holders[i] = holds[i] > k
+			}
+			if !rolledForward(holders, r.rollForwardQuorum()) {
+				return k
+			}
+		}
+		return len(reads)
+	}
+	// Copies go to every member lacking entries, but once A hold them all
+	// the walk goes on without waiting for the slow ones.
+	askAll(len(r.clients), func(i int) bool {
+		k0 := holds[i]
+		return k0 == len(reads) || reads[k0][i].answer == answerUnknown // holds all, or cannot hold for this ledger (newer incarnation, damage)
+	}, func(i int) int {
+		return holds[i] + r.copyTo(ctx, i, from+int64(holds[i]), copies[holds[i]:])
+	}, func(i int, held int) bool {
+		holds[i] = held
+		return settled() == len(reads)
+	})
+	return settled()
 }
 
 // copyTo appends entries (first, first+1, ...) to store i and returns how

@@ -20,28 +20,46 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// askEvery is the pause between TimeToLive calls etcd did not answer.
-const askEvery = 100 * time.Millisecond
+// askEvery is the pause between TimeToLive calls etcd did not answer, and
+// askTimeout bounds each: a member forwards the call to the raft leader it
+// knows, and one forwarded to a paused leader waits for etcd's request
+// timeout (7 s) while a new leader may long be there to answer.
+const (
+	askEvery   = 100 * time.Millisecond
+	askTimeout = 500 * time.Millisecond
+)
 
 // Keep renews lease id until it is lost — etcd says it no longer exists,
 // or does not answer for ttl after a keepalive stream ended — or ctx ends,
 // then closes the returned channel. onGap, if not nil, is told of each
 // keepalive stream that ended while the lease lived on.
+//
+// Each stream is opened on a lessor of its own, and a new one after a gap:
+// a member handles a keepalive stream's renewals one at a time and
+// forwards each to the raft leader it knows, so one renewal forwarded to a
+// paused leader held every later one on that stream for etcd's request
+// timeout, and the new leader let the lease expire meanwhile (a chaos run
+// lost every lease of the two live nodes this way).
 func Keep(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, ttl time.Duration, onGap func()) (<-chan struct{}, error) {
-	keepAlive, err := cli.KeepAlive(ctx, id)
+	lessor := clientv3.NewLease(cli)
+	keepAlive, err := lessor.KeepAlive(ctx, id)
 	if err != nil {
+		lessor.Close()
 		return nil, err
 	}
 	lost := make(chan struct{})
 	go func() {
 		defer close(lost)
+		defer func() { lessor.Close() }()
 		for {
 			for range keepAlive {
 			}
+			lessor.Close()
 			if ctx.Err() != nil || !survived(ctx, cli, id, ttl) {
 				return
 			}
-			if keepAlive, err = cli.KeepAlive(ctx, id); err != nil {
+			lessor = clientv3.NewLease(cli)
+			if keepAlive, err = lessor.KeepAlive(ctx, id); err != nil {
 				return
 			}
 			if onGap != nil {
@@ -57,7 +75,9 @@ func survived(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, tt
 	ctx, cancel := context.WithTimeout(ctx, ttl)
 	defer cancel()
 	for {
-		resp, err := cli.TimeToLive(ctx, id)
+		actx, cancelAsk := context.WithTimeout(ctx, askTimeout)
+		resp, err := cli.TimeToLive(actx, id)
+		cancelAsk()
 		switch {
 		case err == nil:
 			return resp.TTL > 0
