@@ -23,9 +23,12 @@ type EnsembleChooser func(ctx context.Context, w int) ([]ledger.Member, error)
 // machine asks for (etcd writes, ledger opens and closes, takeovers) run on
 // goroutines of their own that report back through do.
 type Node struct {
-	cfg       Config
-	etcd      *clientv3.Client
-	stores    ledger.Dialer
+	cfg    Config
+	etcd   *clientv3.Client
+	stores ledger.Dialer
+	// silent remembers the stores a takeover's reads found silent (a
+	// paused node): later takeovers read them last.
+	silent    ledger.SilentStores
 	ensemble  EnsembleChooser
 	newGrants GrantSessionFactory
 

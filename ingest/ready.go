@@ -41,6 +41,13 @@ func (n *Node) Registered() error {
 	return nil
 }
 
+// HasGrantStream reports whether the node's grant session has a stream
+// open to the sequencer leader.
+func (n *Node) HasGrantStream() bool {
+	s, ok := n.current().grants.(*SequencerSession)
+	return ok && s.connected()
+}
+
 // connected reports whether a grant stream to the leader is open.
 func (s *SequencerSession) connected() bool {
 	s.mu.Lock()

@@ -16,7 +16,7 @@ import (
 // stateLedger, then every later entry of the same writer's ledgers. Ledgers
 // of that writer that are not closed are recovered first (fenced, so the
 // old writer can add nothing after the state is read).
-func rebuildProducer(ctx context.Context, cli *clientv3.Client, stores ledger.Dialer, id, stateLedger uint64, windowSize int) (producer.State, error) {
+func rebuildProducer(ctx context.Context, cli *clientv3.Client, stores ledger.Dialer, silent *ledger.SilentStores, id, stateLedger uint64, windowSize int) (producer.State, error) {
 	builder := coordinator.NewStateBuilder(id, windowSize)
 	if stateLedger == 0 {
 		return builder.State(), nil
@@ -39,7 +39,7 @@ func rebuildProducer(ctx context.Context, cli *clientv3.Client, stores ledger.Di
 				return producer.State{}, fmt.Errorf("recover ledger %d of %s: %w", id, first.WriterIncarnation, err)
 			}
 		}
-		if err := scanLedger(ctx, m, stores, builder); err != nil {
+		if err := scanLedger(ctx, m, stores, silent, builder); err != nil {
 			return producer.State{}, err
 		}
 	}
@@ -50,11 +50,11 @@ func rebuildProducer(ctx context.Context, cli *clientv3.Client, stores ledger.Di
 // and in order. The reader reads on from the next member of the ensemble
 // while stores fail or fall silent (a paused node keeps its connections
 // open): a takeover does not wait for a paused node's store.
-func scanLedger(ctx context.Context, m ledger.Metadata, stores ledger.Dialer, b *coordinator.StateBuilder) error {
+func scanLedger(ctx context.Context, m ledger.Metadata, stores ledger.Dialer, silent *ledger.SilentStores, b *coordinator.StateBuilder) error {
 	if m.LastEntry < 0 {
 		return nil
 	}
-	r, err := ledger.NewReader(m, m.LastEntry, ledger.ReaderOptions{Stores: stores})
+	r, err := ledger.NewReader(m, m.LastEntry, ledger.ReaderOptions{Stores: stores, Silent: silent})
 	if err != nil {
 		return err
 	}

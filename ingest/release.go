@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"orderlog/ingest/batch"
@@ -30,6 +32,12 @@ import (
 // producer's messages in flight, which may wait for a store that stopped
 // answering (DefaultUnreachableAfter) and a ledger roll: it is longer.
 const DefaultReleaseTimeout = 3 * time.Second
+
+// releaseProbeTimeout bounds the health check a Release call runs beside
+// it: an owner that does not answer one (paused, cut off) is fenced at
+// once rather than after the whole ReleaseTimeout, which is there for a
+// live owner still settling the producer's last batch.
+const releaseProbeTimeout = 500 * time.Millisecond
 
 // Release hands producer id over to the node that took it over in etcd:
 // owner must be this node's current incarnation. It returns once none of
@@ -162,8 +170,21 @@ func (n *Node) askRelease(ctx context.Context, addr string, id uint64, previous,
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ReleaseTimeout)
 	defer cancel()
+	var unresponsive atomic.Bool
+	go func() { // a paused or cut-off owner is fenced now, not after ReleaseTimeout
+		pctx, pcancel := context.WithTimeout(ctx, releaseProbeTimeout)
+		defer pcancel()
+		_, err := healthpb.NewHealthClient(conn).Check(pctx, &healthpb.HealthCheckRequest{})
+		if code := status.Code(err); (code == codes.DeadlineExceeded || code == codes.Unavailable) && ctx.Err() == nil {
+			unresponsive.Store(true)
+			cancel()
+		}
+	}()
 	resp, err := ingestpb.NewIngestPeerClient(conn).Release(ctx, &ingestpb.ReleaseRequest{ProducerId: id, Owner: previous, NewOwner: self})
 	if err != nil {
+		if unresponsive.Load() {
+			return nil, fmt.Errorf("no answer to a health check within %v: %w", releaseProbeTimeout, err)
+		}
 		return nil, err
 	}
 	if resp.NotHeld {

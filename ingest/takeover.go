@@ -99,7 +99,7 @@ func (n *Node) takeoverOnce(t coordinator.Takeover, incarnation string, start ti
 	case released != nil:
 		result.State = *released
 	default:
-		result.State, err = rebuildProducer(ctx, n.etcd, n.stores, t.Producer, rec.StateLedger, n.cfg.DedupWindow)
+		result.State, err = rebuildProducer(ctx, n.etcd, n.stores, &n.silent, t.Producer, rec.StateLedger, n.cfg.DedupWindow)
 	}
 	if err == nil {
 		err = n.settledEpoch(ctx, &result, rec)

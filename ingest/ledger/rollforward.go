@@ -140,12 +140,19 @@ func (r *recovery) rollForward(ctx context.Context, from int64, reads [][]entryR
 	}
 	// Copies go to every member lacking entries, but once A hold them all
 	// the walk goes on without waiting for the slow ones.
-	askAll(len(r.clients), func(i int) bool {
-		k0 := holds[i]
-		return k0 == len(reads) || reads[k0][i].answer == answerUnknown // holds all, or cannot hold for this ledger (newer incarnation, damage)
-	}, func(i int) int {
-		return holds[i] + r.copyTo(ctx, i, from+int64(holds[i]), copies[holds[i]:])
-	}, func(i int, held int) bool {
+	copyAll := func(take func(i, held int) bool) {
+		askAll(len(r.clients), func(i int) bool {
+			k0 := holds[i]
+			return k0 == len(reads) || reads[k0][i].answer == answerUnknown // holds all, or cannot hold for this ledger (newer incarnation, damage)
+		}, func(i int) int {
+			return holds[i] + r.copyTo(ctx, i, from+int64(holds[i]), copies[holds[i]:])
+		}, take)
+	}
+	if settled() == len(reads) { // A hold them already: copy to the others in the background
+		go copyAll(func(int, int) bool { return false })
+		return len(reads)
+	}
+	copyAll(func(i int, held int) bool {
 		holds[i] = held
 		return settled() == len(reads)
 	})

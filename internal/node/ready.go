@@ -165,14 +165,27 @@ func (r *readiness) refresh() error {
 		// (it is not in the ingest role's list, whose readiness also waits
 		// for a grant stream): clients whose frames stall probe it and move
 		// elsewhere when it cannot. While no sequencer leader grants, every
-		// node waits alike, and moving would only hand producers around.
-		r.health.SetServingStatus(orderlogpb.Producer_ServiceDesc.ServiceName, servingStatus(r.server.ingest.Registered()))
+		// node waits alike, and moving would only hand producers around;
+		// a node that has neither a grant stream nor the etcd quorum is cut
+		// off, though (quorum.go).
+		r.health.SetServingStatus(orderlogpb.Producer_ServiceDesc.ServiceName, servingStatus(r.server.canOwnProducers()))
 	}
 	err := overall(roles)
 	r.health.SetServingStatus("", servingStatus(err))
 	r.health.SetServingStatus(orderlogpb.Admin_ServiceDesc.ServiceName, servingStatus(err))
 	r.note(err)
 	return err
+}
+
+// canOwnProducers is the Producer health status's reason (nil: SERVING).
+func (s *Server) canOwnProducers() error {
+	if err := s.ingest.Registered(); err != nil {
+		return err
+	}
+	if s.ingest.HasGrantStream() {
+		return nil
+	}
+	return s.quorum.lost(time.Now())
 }
 
 func servingStatus(notReady error) healthpb.HealthCheckResponse_ServingStatus {

@@ -185,6 +185,8 @@ type Server struct {
 	// sequencerWait is why the sequencer node does not campaign yet (no
 	// ensemble for its commit ledger), nil once it does.
 	sequencerWait atomic.Pointer[error]
+	// quorum tells whether this node reaches the etcd quorum (quorum.go).
+	quorum quorumWatch
 	ingest        *ingest.Node
 	reader        *reader.Reader
 	registration  *storeRegistration
@@ -244,6 +246,7 @@ func (s *Server) start() error {
 		return err
 	}
 	go s.readiness.run(ctx)
+	go s.quorum.run(ctx, s.cli)
 	go s.grpc.Serve(s.grpcLis)
 	return s.startHTTP()
 }
