@@ -16,58 +16,98 @@ import (
 	"orderlog/internal/grpcopt"
 )
 
-// A standby that sees the leader's process gone revokes the leader's
-// election lease instead of waiting out its TTL, which, when the leader's
-// node also held etcd's raft leadership, etcd extends by its own election
-// and election timeout: 5 s where the TTL is 2 s. Only a leader refusing
-// connections (or whose connections close at once) is evicted; one that is
-// slow, paused or cut off answers nothing, and its lease decides. Revoking
-// a live leader's lease is safe: the new leader fences its commit ledger
-// before it grants (DESIGN.md §5), and the old one stops leading when it
-// finds its lease gone.
+// A standby that finds the leader gone revokes the leader's election
+// lease instead of waiting out its TTL, which, when the leader's node also
+// held etcd's raft leadership, etcd extends by its own election and
+// election timeout: 5 s where the TTL is 2 s. A leader whose connections
+// are refused (or closed at once) is evicted after leaderGoneFor; one that
+// answers nothing (paused, cut off) after leaderSilentFor, and only once
+// this standby has seen it lead for leaderSettleFor, so that two standbys
+// cut off from each other but not from etcd depose each other at most
+// that often. Revoking a live leader's lease is safe: the new leader
+// fences its commit ledger before it grants (DESIGN.md §5), and the old
+// one stops leading when it finds its lease gone.
 const (
 	// leaderProbeEvery is how often a standby probes the leader.
 	leaderProbeEvery = 150 * time.Millisecond
-	// leaderProbeTimeout bounds one probe; a probe that times out says
-	// nothing about the leader's process.
+	// leaderProbeTimeout bounds one probe.
 	leaderProbeTimeout = 500 * time.Millisecond
-	// leaderGoneFor is how long every probe must have found the leader
-	// gone before its lease is revoked.
+	// leaderGoneFor is how long every probe must have found the leader's
+	// connections refused before its lease is revoked.
 	leaderGoneFor = 450 * time.Millisecond
+	// leaderSilentFor is how long probes must have gone unanswered (or
+	// refused) before the lease of a leader seen for leaderSettleFor is
+	// revoked.
+	leaderSilentFor = 1500 * time.Millisecond
+	leaderSettleFor = 5 * time.Second
 )
 
-// LeaderProbe asks whether the leader at addr is alive. It returns
-// ErrLeaderGone when its process is gone (the connection is refused or
-// closed at once), nil when it answers, and any other error when the
-// answer says nothing (a timeout).
+// LeaderProbe asks whether the leader at addr is alive. It returns nil
+// when it answers, ErrLeaderGone when its process is gone (the connection
+// is refused or closed at once), ErrLeaderSilent when it does not answer
+// in time, and any other error when the answer says nothing.
 type LeaderProbe func(ctx context.Context, addr string) error
 
-// ErrLeaderGone: the leader's process does not accept connections.
-var ErrLeaderGone = errors.New("sequencer: leader's process gone")
+var (
+	// ErrLeaderGone: the leader's process does not accept connections.
+	ErrLeaderGone = errors.New("sequencer: leader's process gone")
+	// ErrLeaderSilent: the leader did not answer a probe in time.
+	ErrLeaderSilent = errors.New("sequencer: leader silent")
+)
+
+// probeOutcome classifies one probe of the leader.
+type probeOutcome int
+
+const (
+	probeAnswered probeOutcome = iota
+	probeRefused
+	probeUnanswered
+)
+
+func outcomeOf(err error) probeOutcome {
+	switch {
+	case errors.Is(err, ErrLeaderGone):
+		return probeRefused
+	case errors.Is(err, ErrLeaderSilent):
+		return probeUnanswered
+	}
+	return probeAnswered // an answer, or an error that says nothing about the leader
+}
 
 // goneTracker is the eviction rule as a plain state machine: it is fed
 // probe outcomes and says when the leader identified by lease has been
-// gone long enough.
+// gone or silent long enough.
 type goneTracker struct {
-	lease  clientv3.LeaseID
-	since  time.Time // first probe of the current run of "gone" answers
-	probes int       // probes in that run
+	lease       clientv3.LeaseID
+	seen        time.Time // when this tracker first saw lease lead
+	since       time.Time // first probe of the current run of failed probes
+	probes      int       // probes in that run
+	refusedOnly bool      // every probe of the run was refused
 }
 
 // observe records one probe of the leader holding lease; true when the
 // lease should be revoked.
-func (g *goneTracker) observe(now time.Time, lease clientv3.LeaseID, gone bool) bool {
-	if lease != g.lease || !gone {
-		*g = goneTracker{lease: lease}
-		if !gone {
-			return false
-		}
+func (g *goneTracker) observe(now time.Time, lease clientv3.LeaseID, outcome probeOutcome) bool {
+	if lease != g.lease {
+		*g = goneTracker{lease: lease, seen: now}
+	}
+	if outcome == probeAnswered {
+		g.probes = 0
+		return false
 	}
 	if g.probes == 0 {
-		g.since = now
+		g.since, g.refusedOnly = now, true
 	}
 	g.probes++
-	return g.probes >= 3 && now.Sub(g.since) >= leaderGoneFor
+	g.refusedOnly = g.refusedOnly && outcome == probeRefused
+	failing := now.Sub(g.since)
+	switch {
+	case g.probes < 3:
+		return false
+	case g.refusedOnly:
+		return failing >= leaderGoneFor
+	}
+	return failing >= leaderSilentFor && now.Sub(g.seen) >= leaderSettleFor
 }
 
 // evictGoneLeader probes the election's leader while this node campaigns
@@ -98,7 +138,7 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election) {
 		pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
 		err = n.cfg.ProbeLeader(pctx, addr)
 		cancel()
-		if !gone.observe(time.Now(), lease, errors.Is(err, ErrLeaderGone)) {
+		if !gone.observe(time.Now(), lease, outcomeOf(err)) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -108,8 +148,9 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election) {
 			n.cfg.Logger.Info("sequencer: revoking a gone leader's election lease failed", "leader", addr, "err", err)
 			continue
 		}
-		n.cfg.Logger.Warn("sequencer: the leader's process was gone; revoked its election lease", "leader", addr,
-			"lease", fmt.Sprintf("%x", int64(lease)), "gone_for", time.Since(gone.since).Round(time.Millisecond))
+		n.cfg.Logger.Warn("sequencer: the leader was gone or silent; revoked its election lease", "leader", addr,
+			"lease", fmt.Sprintf("%x", int64(lease)), "for", time.Since(gone.since).Round(time.Millisecond),
+			"refused", gone.refusedOnly)
 		gone = goneTracker{}
 	}
 }
@@ -125,8 +166,11 @@ func ProbeGRPC(ctx context.Context, addr string) error {
 	}
 	defer conn.Close()
 	_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
-	if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+	switch code := status.Code(err); {
+	case code == codes.Unavailable && ctx.Err() == nil:
 		return ErrLeaderGone
+	case code == codes.DeadlineExceeded || code == codes.Unavailable && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return ErrLeaderSilent
 	}
 	return err
 }

@@ -40,7 +40,9 @@ type ReaderOptions struct {
 	// Silence is how long Scan waits for the next entry from one store
 	// (with no error either) before it reads on from the next member of
 	// the ensemble. A paused node keeps its connections open, so its
-	// store's stream neither answers nor breaks. Default 1 s.
+	// store's stream neither answers nor breaks. Default 300 ms: a takeover
+	// reads its ledgers with a Scan, and moving on from a live store that
+	// was merely slow costs one more stream.
 	Silence time.Duration
 	// Silent, if set, remembers the stores a scan found silent, across
 	// readers: a scan starts with a member not in it, so reading many
@@ -87,7 +89,7 @@ func (o *ReaderOptions) fillDefaults() {
 		o.Retry = 20 * time.Millisecond
 	}
 	if o.Silence <= 0 {
-		o.Silence = time.Second
+		o.Silence = 300 * time.Millisecond
 	}
 }
 

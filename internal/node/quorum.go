@@ -20,7 +20,8 @@ import (
 // clients move their producers to a node that can log them. Both are
 // asked for: while etcd merely elects a raft leader every node loses the
 // quorum for a second or two, and a node whose leader still grants keeps
-// its producers.
+// its producers. A node whose own sequencer leads asks only for the
+// quorum: its in-process stream stays up while it is cut off.
 const (
 	quorumAskEvery  = 250 * time.Millisecond
 	quorumAskFor    = 500 * time.Millisecond

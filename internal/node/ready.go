@@ -182,7 +182,10 @@ func (s *Server) canOwnProducers() error {
 	if err := s.ingest.Registered(); err != nil {
 		return err
 	}
-	if s.ingest.HasGrantStream() {
+	// This node's own sequencer leader grants in-process whether or not
+	// it is cut off: its stream proves nothing then.
+	leadsHere := s.sequencer != nil && s.sequencer.Status().Serving
+	if s.ingest.HasGrantStream() && !leadsHere {
 		return nil
 	}
 	return s.quorum.lost(time.Now())
