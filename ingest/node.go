@@ -61,7 +61,7 @@ type Node struct {
 	// closeReasons says why each ledger the node gave up is closed, for the
 	// LedgerClosed event.
 	closeReasons map[uint64]string
-	// checkingStores is set while checkDegraded counts the stores.
+	// checkingStores is set while checkEnsemble reads the stores.
 	checkingStores bool
 
 	logger       *slog.Logger
@@ -164,8 +164,8 @@ func (n *Node) loop() {
 	defer close(n.done)
 	health := time.NewTicker(20 * time.Millisecond)
 	defer health.Stop()
-	degraded := time.NewTicker(degradedCheckEvery)
-	defer degraded.Stop()
+	ensemble := time.NewTicker(ensembleCheckEvery)
+	defer ensemble.Stop()
 	for {
 		select {
 		case fn := <-n.work:
@@ -174,8 +174,8 @@ func (n *Node) loop() {
 			n.onGrantReply(reply)
 		case <-health.C:
 			n.checkWriter()
-		case <-degraded.C:
-			n.checkDegraded()
+		case <-ensemble.C:
+			n.checkEnsemble()
 		case <-n.stop:
 			return
 		}

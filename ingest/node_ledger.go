@@ -225,29 +225,43 @@ func (n *Node) checkWriter() {
 	}
 }
 
-// degradedCheckEvery is how often a node whose open ledger is degraded
-// counts the registered stores.
-const degradedCheckEvery = time.Second
+// ensembleCheckEvery is how often a node reads the store registrations
+// to see whether its open ledger needs rolling (checkEnsemble).
+const ensembleCheckEvery = time.Second
 
-// checkDegraded rolls a degraded ledger (created on fewer stores than W,
-// while a store was down) once enough stores are registered for a full
-// ensemble: with W = A stores no entry has a copy to spare, and after the
-// next fault its recovery would wait for the failed store.
-func (n *Node) checkDegraded() {
+// checkEnsemble rolls the open ledger when its ensemble is weaker than it
+// could be, from the registrations alone, so that an idle ledger is
+// rolled as well as a busy one (whose appends tell the writer):
+//   - degraded (created on fewer stores than W, while a store was down)
+//     and enough stores registered for a full ensemble: with W = A stores
+//     no entry has a copy to spare;
+//   - a member lost for good (its store came back empty, or another store
+//     holds its address: ledger.LostMembers).
+//
+// Either way, after the next fault its recovery would wait for the failed
+// store: an idle ledger whose member was wiped, left open, stopped every
+// write for 30 s when its writer's node was killed next.
+func (n *Node) checkEnsemble() {
 	w := n.writer
-	if w == nil || !w.Metadata().Degraded() || n.checkingStores {
+	if w == nil || n.checkingStores {
 		return
 	}
 	n.checkingStores = true
-	intended := w.Metadata().IntendedW
+	meta := w.Metadata()
 	n.async(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), degradedCheckEvery)
+		ctx, cancel := context.WithTimeout(context.Background(), ensembleCheckEvery)
 		live, err := ledger.LiveStores(ctx, n.etcd)
 		cancel()
 		n.do(func() {
 			n.checkingStores = false
-			if err == nil && len(live) >= intended && n.writer == w {
-				n.ledgerFailed(w.ID(), fmt.Sprintf("degraded: %d stores registered for a full ensemble of %d", len(live), intended))
+			if err != nil || n.writer != w {
+				return
+			}
+			if meta.Degraded() && len(live) >= meta.IntendedW {
+				n.ledgerFailed(w.ID(), fmt.Sprintf("degraded: %d stores registered for a full ensemble of %d", len(live), meta.IntendedW))
+			} else if lost, ok := ledger.AnyLost(meta.Ensemble, live); ok {
+				n.ledgerFailed(w.ID(), fmt.Sprintf("lost a member: store %s (incarnation %d at %s) is registered anew or replaced",
+					lost.StoreID, lost.Incarnation, lost.Address))
 			}
 		})
 	})

@@ -37,7 +37,7 @@ const DefaultReleaseTimeout = 3 * time.Second
 // it: an owner that does not answer one (paused, cut off) is fenced at
 // once rather than after the whole ReleaseTimeout, which is there for a
 // live owner still settling the producer's last batch.
-const releaseProbeTimeout = 500 * time.Millisecond
+const releaseProbeTimeout = time.Second
 
 // Release hands producer id over to the node that took it over in etcd:
 // owner must be this node's current incarnation. It returns once none of

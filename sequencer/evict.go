@@ -26,7 +26,8 @@ import (
 // cut off from each other but not from etcd depose each other at most
 // that often. Revoking a live leader's lease is safe: the new leader
 // fences its commit ledger before it grants (DESIGN.md §5), and the old
-// one stops leading when it finds its lease gone.
+// one stops leading when it finds its lease gone. A standby revokes at
+// most once every leaderSettleFor.
 const (
 	// leaderProbeEvery is how often a standby probes the leader.
 	leaderProbeEvery = 150 * time.Millisecond
@@ -111,13 +112,15 @@ func (g *goneTracker) observe(now time.Time, lease clientv3.LeaseID, outcome pro
 }
 
 // evictGoneLeader probes the election's leader while this node campaigns
-// and revokes its lease once it is gone (see leaderGoneFor). It returns
-// when ctx ends.
-func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election) {
+// with lease own, and revokes the leader's lease once it is gone or silent
+// (goneTracker), at most once every leaderSettleFor. It returns when ctx
+// ends.
+func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, own clientv3.LeaseID) {
 	if n.cfg.ProbeLeader == nil {
 		return
 	}
 	var gone goneTracker
+	var revoked time.Time // when this standby last revoked a leader's lease
 	tick := time.NewTicker(leaderProbeEvery)
 	defer tick.Stop()
 	for {
@@ -126,28 +129,37 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election) {
 			return
 		case <-tick.C:
 		}
-		resp, err := el.Leader(ctx)
+		lctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+		resp, err := el.Leader(lctx)
+		cancel()
 		if err != nil || len(resp.Kvs) == 0 {
 			continue // no leader, or etcd cannot say: nothing to evict
 		}
 		kv := resp.Kvs[0]
 		addr, lease := string(kv.Value), clientv3.LeaseID(kv.Lease)
-		if addr == n.cfg.Address || lease == 0 {
+		// A key with this node's address but another lease is an earlier
+		// process's on this address, dead: probing it reaches this one.
+		if lease == own || lease == 0 {
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
-		err = n.cfg.ProbeLeader(pctx, addr)
-		cancel()
-		if !gone.observe(time.Now(), lease, outcomeOf(err)) {
+		probed := time.Now()
+		outcome := probeRefused
+		if addr != n.cfg.Address {
+			pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+			outcome = outcomeOf(n.cfg.ProbeLeader(pctx, addr))
+			cancel()
+		}
+		if !gone.observe(probed, lease, outcome) || time.Since(revoked) < leaderSettleFor {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err = n.cfg.Etcd.Revoke(rctx, lease)
 		cancel()
 		if err != nil { // etcd has no quorum yet, say: the next probe tries again
-			n.cfg.Logger.Info("sequencer: revoking a gone leader's election lease failed", "leader", addr, "err", err)
+			n.cfg.Logger.Debug("sequencer: revoking a gone leader's election lease failed", "leader", addr, "err", err)
 			continue
 		}
+		revoked = time.Now()
 		n.cfg.Logger.Warn("sequencer: the leader was gone or silent; revoked its election lease", "leader", addr,
 			"lease", fmt.Sprintf("%x", int64(lease)), "for", time.Since(gone.since).Round(time.Millisecond),
 			"refused", gone.refusedOnly)

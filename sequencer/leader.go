@@ -99,7 +99,7 @@ func (l *leader) run() {
 			l.mu.m.Tick(l.now())
 			l.handleLocked()
 			l.maybeRollLocked()
-			l.checkDegradedLocked()
+			l.checkEnsembleLocked()
 			l.mu.Unlock()
 		case <-l.confirm:
 			l.applyConfirmed(l.lac.Load())

@@ -2,6 +2,7 @@ package sequencer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -23,17 +24,16 @@ import (
 // rollTimeout bounds one roll; a roll that cannot finish ends the term.
 const rollTimeout = 10 * time.Second
 
-// degradedCheckEvery is how often a leader with a degraded commit ledger
-// counts the registered stores.
-const degradedCheckEvery = time.Second
+// ensembleCheckEvery is how often a leader reads the store registrations
+// to see whether its commit ledger needs rolling (LedgerControl.Weakness):
+// an idle one learns of a lost member from no append.
+const ensembleCheckEvery = time.Second
 
-// checkDegradedLocked counts the registered stores, at most every
-// degradedCheckEvery, while the commit ledger is degraded, and asks for a
-// roll once a full ensemble is there.
-func (l *leader) checkDegradedLocked() {
-	intended := l.commit.IntendedW()
-	if intended == 0 || l.mu.rolling || l.mu.rollWanted != nil || l.mu.checkingStores ||
-		time.Since(l.mu.storesChecked) < degradedCheckEvery {
+// checkEnsembleLocked asks, at most every ensembleCheckEvery, whether the
+// commit ledger is weak, and asks for a roll if it is.
+func (l *leader) checkEnsembleLocked() {
+	if l.mu.rolling || l.mu.rollWanted != nil || l.mu.checkingStores ||
+		time.Since(l.mu.storesChecked) < ensembleCheckEvery {
 		return
 	}
 	l.mu.checkingStores, l.mu.storesChecked = true, time.Now()
@@ -41,14 +41,14 @@ func (l *leader) checkDegradedLocked() {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		ctx, cancel := context.WithTimeout(l.ctx, degradedCheckEvery)
-		live, err := l.ctl.LiveStores(ctx)
+		ctx, cancel := context.WithTimeout(l.ctx, ensembleCheckEvery)
+		reason, err := l.ctl.Weakness(ctx, commit)
 		cancel()
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.mu.checkingStores = false
-		if err == nil && live >= intended && l.commit == commit {
-			l.mu.rollWanted = fmt.Errorf("degraded commit ledger: %d stores registered for a full ensemble of %d", live, intended)
+		if err == nil && reason != "" && l.commit == commit {
+			l.mu.rollWanted = errors.New(reason)
 			l.maybeRollLocked()
 		}
 	}()

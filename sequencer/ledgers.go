@@ -53,9 +53,11 @@ type LedgerControl interface {
 	ClosedSpans(ctx context.Context, id uint64) ([]EntrySpan, error)
 	// Lookup returns a ledger's writer and epoch, and whether it is open.
 	Lookup(ctx context.Context, id uint64) (ref LedgerRef, open bool, err error)
-	// LiveStores counts the stores registered now (a degraded commit
-	// ledger is rolled once there are enough for a full ensemble).
-	LiveStores(ctx context.Context) (int, error)
+	// Weakness says, from the store registrations, why commit ledger c
+	// should be rolled ("" if it need not): it is degraded and enough
+	// stores are registered for a full ensemble, or a member is lost for
+	// good (ledger.LostMembers).
+	Weakness(ctx context.Context, c CommitLog) (string, error)
 	// Older lists every ledger of epoch < epoch that is not closed, and the
 	// ids of closed ones whose offset range reaches c0. The commit ledgers
 	// named in commitLedgers (recovered and replayed in step 2) are left out.
@@ -149,10 +151,25 @@ func (lc *LedgerClient) CreateCommitLog(ctx context.Context, epoch uint64, elect
 	return commitWriter{w}, nil
 }
 
-// LiveStores implements LedgerControl.
-func (lc *LedgerClient) LiveStores(ctx context.Context) (int, error) {
-	members, err := ledger.LiveStores(ctx, lc.Etcd)
-	return len(members), err
+// Weakness implements LedgerControl.
+func (lc *LedgerClient) Weakness(ctx context.Context, c CommitLog) (string, error) {
+	cw, ok := c.(commitWriter)
+	if !ok {
+		return "", nil
+	}
+	live, err := ledger.LiveStores(ctx, lc.Etcd)
+	if err != nil {
+		return "", err
+	}
+	m := cw.w.Metadata()
+	if m.Degraded() && len(live) >= m.IntendedW {
+		return fmt.Sprintf("degraded commit ledger: %d stores registered for a full ensemble of %d", len(live), m.IntendedW), nil
+	}
+	if lost, ok := ledger.AnyLost(m.Ensemble, live); ok {
+		return fmt.Sprintf("commit ledger lost a member: store %s (incarnation %d at %s) is registered anew or replaced",
+			lost.StoreID, lost.Incarnation, lost.Address), nil
+	}
+	return "", nil
 }
 
 // ReadCommitLog implements LedgerControl.

@@ -158,7 +158,7 @@ func (n *Node) campaign(ctx context.Context, sess *electionSession, el *concurre
 		case <-cctx.Done():
 		}
 	}()
-	go n.evictGoneLeader(cctx, el)
+	go n.evictGoneLeader(cctx, el, sess.Lease())
 	err := el.Campaign(cctx, n.cfg.Address)
 	select {
 	case <-sess.Done():

@@ -20,22 +20,36 @@ import (
 // again.
 const lostRefresh = time.Second
 
-// lostMembers marks each member of ensemble that registered lists as lost
-// for good (the rule above; DESIGN §4).
-func lostMembers(ensemble []Member, registered []Member) []bool {
+// LostMembers marks each member of ensemble that registered (as
+// LiveStores lists them: oldest registration first) shows lost for good
+// (the rule above; DESIGN §4). The newest registration at an address is
+// the store serving it: a wiped store's old registration lives on until
+// its lease expires (seconds, more while etcd elects), and must not hide
+// that another store has its address now.
+func LostMembers(ensemble []Member, registered []Member) []bool {
 	byID := make(map[string]Member, len(registered))
 	byAddress := make(map[string]string, len(registered))
 	for _, reg := range registered {
 		byID[reg.StoreID] = reg
-		byAddress[reg.Address] = reg.StoreID
+		byAddress[reg.Address] = reg.StoreID // the newest wins
 	}
 	lost := make([]bool, len(ensemble))
 	for i, m := range ensemble {
 		reg, ok := byID[m.StoreID]
 		holder, taken := byAddress[m.Address]
-		lost[i] = ok && reg.Incarnation != m.Incarnation || !ok && taken && holder != m.StoreID
+		lost[i] = ok && reg.Incarnation != m.Incarnation || taken && holder != m.StoreID
 	}
 	return lost
+}
+
+// AnyLost reports whether LostMembers marks any member, and names it.
+func AnyLost(ensemble []Member, registered []Member) (Member, bool) {
+	for i, l := range LostMembers(ensemble, registered) {
+		if l {
+			return ensemble[i], true
+		}
+	}
+	return Member{}, false
 }
 
 // refreshLost reads the registrations again, at most every lostRefresh.
@@ -48,7 +62,7 @@ func (r *recovery) refreshLost(ctx context.Context) {
 	if err != nil {
 		return // keep what was known
 	}
-	r.lost = lostMembers(r.meta.Ensemble, registered)
+	r.lost = LostMembers(r.meta.Ensemble, registered)
 }
 
 // rollForwardQuorum is how many holders make an entry rolled forward: A,

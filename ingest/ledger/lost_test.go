@@ -21,8 +21,21 @@ func TestLostMembersAreReplacedOrWipedStores(t *testing.T) {
 		{StoreID: "b", Incarnation: 2, Address: "h2:7070"},
 		{StoreID: "e", Incarnation: 1, Address: "h3:7070"},
 	}
-	if got, want := lostMembers(ensemble, registered), []bool{false, true, true, false}; !slices.Equal(got, want) {
+	if got, want := LostMembers(ensemble, registered), []bool{false, true, true, false}; !slices.Equal(got, want) {
 		t.Fatalf("lost %v, want %v", got, want)
+	}
+	// A wiped store's old registration lingers until its lease expires,
+	// registered before the new store at its address: lost all the same.
+	// The new store, registered last, is not.
+	lingering := []Member{
+		{StoreID: "c", Incarnation: 1, Address: "h3:7070"},
+		{StoreID: "e", Incarnation: 1, Address: "h3:7070"},
+	}
+	if got, want := LostMembers(ensemble[2:3], lingering), []bool{true}; !slices.Equal(got, want) {
+		t.Fatalf("lost %v with the old registration lingering, want %v", got, want)
+	}
+	if got := LostMembers([]Member{lingering[1]}, lingering); got[0] {
+		t.Fatal("the newest store at an address counted lost")
 	}
 }
 

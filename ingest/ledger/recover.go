@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,7 +113,7 @@ func recoverFenceable(ctx context.Context, cli *clientv3.Client, m Metadata, o R
 	if err != nil {
 		return m, events.RecoveryFailed, err
 	}
-	r := &recovery{cli: cli, meta: m, clients: clients, opts: o}
+	r := &recovery{cli: cli, meta: m, clients: clients, opts: o, copying: make([]atomic.Bool, len(clients))}
 	last, err := r.run(ctx)
 	if errors.Is(err, errClosedElsewhere) {
 		return r.closed, events.RecoveryClosedElsewhere, nil
@@ -155,6 +156,9 @@ type recovery struct {
 	// fenced marks the stores that acknowledged this recovery's fence;
 	// only their ABSENT answers count (decideEntry).
 	fenced []bool
+	// copying marks the members a roll-forward copy is still going to
+	// (copies the walk did not wait for): one at a time per member.
+	copying []atomic.Bool
 	// lost marks the members lost for good (lost.go), as of lostAt.
 	lost   []bool
 	lostAt time.Time
@@ -205,15 +209,21 @@ func (r *recovery) run(ctx context.Context) (int64, error) {
 func (r *recovery) fence(ctx context.Context) (int64, error) {
 	answers := make([]fenceAnswer, len(r.clients))
 	for {
-		fenced := false
-		askAll(len(r.clients),
+		askAllGrace(len(r.clients),
 			func(i int) bool { return answers[i].answer != answerNone }, // fenced already; a fence is durable before it is answered
 			func(i int) fenceAnswer { return r.fenceOne(ctx, i, r.clients[i]) },
 			func(i int, f fenceAnswer) bool {
 				answers[i] = f
-				fenced, _ = decideFence(answers, r.meta.W, r.meta.A)
-				return fenced // a member that answers later is fenced all the same, but not waited for
-			})
+				fenced, _ := decideFence(answers, r.meta.W, r.meta.A)
+				return fenced && slices.ContainsFunc(answers, func(a fenceAnswer) bool { return a.answer == answerPresent })
+			},
+			// Enough once the quorum is fenced and some member reported its
+			// LAC (an UNKNOWN answer reports none); the others get
+			// fenceGrace to report theirs too: the walk starts above the
+			// highest, and an entry below it that cannot reach A holders
+			// (W = A with a lost member) would hold it up. A member that
+			// answers later still is fenced, but not waited for.
+			fenceGrace)
 		if ok, startAfter := decideFence(answers, r.meta.W, r.meta.A); ok {
 			r.fenced = make([]bool, len(r.clients))
 			var stores []string
@@ -231,6 +241,10 @@ func (r *recovery) fence(ctx context.Context) (int64, error) {
 		}
 	}
 }
+
+// fenceGrace is how long a fence that has its quorum waits for the other
+// members' answers.
+const fenceGrace = 100 * time.Millisecond
 
 // fenceAbsentOnes fences the stores the fence quorum went without that
 // answered ABSENT, so that their answers can count, and reports whether any
@@ -326,8 +340,9 @@ func (r *recovery) describe(reads []entryRead) []string {
 // answers decide the entry.
 func (r *recovery) readAll(ctx context.Context, entry int64) []entryRead {
 	reads := make([]entryRead, len(r.clients))
+	timeouts := r.callTimeouts() // read here: the calls may outlive this round
 	askAll(len(r.clients), nil, func(i int) entryRead {
-		cctx, cancel := context.WithTimeout(ctx, r.callTimeout(i))
+		cctx, cancel := context.WithTimeout(ctx, timeouts[i])
 		defer cancel()
 		resp, err := r.clients[i].ReadEntry(cctx, &walpb.ReadEntryRequest{
 			LedgerId: r.meta.ID, StoreIncarnation: r.meta.Ensemble[i].Incarnation, EntryId: entry,
@@ -365,11 +380,12 @@ func decidedByFenced[T any](r *recovery, record func(i int, v T) []entryRead) fu
 }
 
 // reader reads entries up to bound (all decided) from the ensemble, from
-// the members that took the fence first: one that missed it is likely
-// paused or down.
-func (r *recovery) reader(bound int64) *Reader {
+// the members that took the fence first (fenced, a copy of r.fenced: the
+// reader may be used off the walk's goroutine): one that missed it is
+// likely paused or down.
+func (r *recovery) reader(bound int64, fenced []bool) *Reader {
 	silent := &SilentStores{}
-	for i, f := range r.fenced {
+	for i, f := range fenced {
 		if !f {
 			silent.note(r.meta.Ensemble[i].StoreID)
 		}
@@ -406,7 +422,7 @@ func (r *recovery) incomplete(entry int64, reason string, err error) error {
 // entry's non-empty span from below and the last one from above. Spans of
 // entries the walk saw are known; the rest are read with reader fallback.
 func (r *recovery) offsetHull(ctx context.Context, last int64) (first, end uint64, err error) {
-	rd := r.reader(last)
+	rd := r.reader(last, r.fenced)
 	span := func(id int64) (Span, error) {
 		if s, ok := r.spans[id]; ok {
 			return s, nil

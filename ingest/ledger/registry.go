@@ -41,9 +41,12 @@ func DecodeStoreRegistration(b []byte) (Member, error) {
 	return Member{StoreID: r.StoreID, Incarnation: r.Incarnation, Address: r.Address}, nil
 }
 
-// LiveStores lists the registered stores in store id order.
+// LiveStores lists the registered stores, the oldest registration first.
 func LiveStores(ctx context.Context, cli *clientv3.Client) ([]Member, error) {
-	resp, err := cli.Get(ctx, keys.StoresPrefix, clientv3.WithPrefix())
+	// Oldest registration first: LostMembers takes the last one at an
+	// address for the store serving it.
+	resp, err := cli.Get(ctx, keys.StoresPrefix, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, fmt.Errorf("list stores: %w", err)
 	}

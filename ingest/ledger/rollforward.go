@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -56,9 +57,10 @@ func (r *recovery) readWindow(ctx context.Context, from int64, n int) [][]entryR
 	for k := range reads {
 		reads[k] = make([]entryRead, len(r.clients))
 	}
+	timeouts := r.callTimeouts() // read here: the calls may outlive this round
 	askAll(len(r.clients), nil, func(i int) []entryRead {
 		column := make([]entryRead, n) // store i's answers; entries it did not answer stay answerNone
-		ctx, cancel := context.WithTimeout(ctx, r.callTimeout(i))
+		ctx, cancel := context.WithTimeout(ctx, timeouts[i])
 		defer cancel()
 		stream, err := r.clients[i].ReadEntries(ctx, &walpb.ReadEntriesRequest{LedgerId: r.meta.ID,
 			StoreIncarnation: r.meta.Ensemble[i].Incarnation, FirstEntry: from, LastEntry: from + int64(n) - 1})
@@ -94,14 +96,18 @@ func (r *recovery) readWindow(ctx context.Context, from int64, n int) [][]entryR
 // Copies to it are still made: it may be needed to reach A.
 const unfencedCallTimeout = 250 * time.Millisecond
 
-// callTimeout is how long a call to member i may take. After
+// callTimeouts is how long a call to each member may take. After
 // unfencedShortRounds rounds a member that missed the fence gets the whole
 // CallTimeout again: it may be the only holder of an entry and merely slow.
-func (r *recovery) callTimeout(i int) time.Duration {
-	if r.fenced != nil && !r.fenced[i] && r.rounds < unfencedShortRounds {
-		return min(r.opts.CallTimeout, unfencedCallTimeout)
+func (r *recovery) callTimeouts() []time.Duration {
+	out := make([]time.Duration, len(r.clients))
+	for i := range out {
+		out[i] = r.opts.CallTimeout
+		if r.fenced != nil && !r.fenced[i] && r.rounds < unfencedShortRounds {
+			out[i] = min(r.opts.CallTimeout, unfencedCallTimeout)
+		}
 	}
-	return r.opts.CallTimeout
+	return out
 }
 
 // unfencedShortRounds is how many reads of one entry a member that missed
@@ -140,12 +146,17 @@ func (r *recovery) rollForward(ctx context.Context, from int64, reads [][]entryR
 	}
 	// Copies go to every member lacking entries, but once A hold them all
 	// the walk goes on without waiting for the slow ones.
+	fenced := slices.Clone(r.fenced) // the copies may outlive this call; the walk goes on fencing
 	copyAll := func(take func(i, held int) bool) {
 		askAll(len(r.clients), func(i int) bool {
 			k0 := holds[i]
-			return k0 == len(reads) || reads[k0][i].answer == answerUnknown // holds all, or cannot hold for this ledger (newer incarnation, damage)
+			if k0 == len(reads) || reads[k0][i].answer == answerUnknown {
+				return true // holds all, or cannot hold for this ledger (newer incarnation, damage)
+			}
+			return !r.copying[i].CompareAndSwap(false, true) // an earlier copy still goes there
 		}, func(i int) int {
-			return holds[i] + r.copyTo(ctx, i, from+int64(holds[i]), copies[holds[i]:])
+			defer r.copying[i].Store(false)
+			return holds[i] + r.copyTo(ctx, i, from+int64(holds[i]), copies[holds[i]:], fenced)
 		}, take)
 	}
 	if settled() == len(reads) { // A hold them already: copy to the others in the background
@@ -162,7 +173,7 @@ func (r *recovery) rollForward(ctx context.Context, from int64, reads [][]entryR
 // copyTo appends entries (first, first+1, ...) to store i and returns how
 // many leading ones it acked. On a gap it copies the store's missing
 // entries before first from the others, then retries.
-func (r *recovery) copyTo(ctx context.Context, i int, first int64, entries []*walpb.AddEntry) int {
+func (r *recovery) copyTo(ctx context.Context, i int, first int64, entries []*walpb.AddEntry, fenced []bool) int {
 	acked, code := r.addAll(ctx, i, entries)
 	if acked > 0 || code != walpb.AddCode_ADD_GAP {
 		return acked
@@ -173,7 +184,7 @@ func (r *recovery) copyTo(ctx context.Context, i int, first int64, entries []*wa
 	if err != nil || resp.Status != walpb.EntryStatus_PRESENT || resp.LastEntry >= first {
 		return 0
 	}
-	rd := r.reader(first - 1)
+	rd := r.reader(first-1, fenced)
 	var missing []*walpb.AddEntry
 	for id := resp.LastEntry + 1; id < first; id++ {
 		e, err := rd.Read(ctx, id)

@@ -308,8 +308,8 @@ func (c *Cluster) WaitProtected(ctx context.Context, states ...ledger.State) err
 	}
 }
 
-// weakLedgers lists the ledgers that are degraded or name a store
-// incarnation that is not registered.
+// weakLedgers lists the ledgers that are degraded, name a store
+// incarnation that is not registered, or name a store lost for good.
 func (c *Cluster) weakLedgers(ctx context.Context, cli *clientv3.Client, states []ledger.State) ([]uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -331,6 +331,10 @@ func (c *Cluster) weakLedgers(ctx context.Context, cli *clientv3.Client, states 
 		for _, member := range m.Ensemble {
 			sound = sound && registered[ledger.Member{StoreID: member.StoreID, Incarnation: member.Incarnation}]
 		}
+		// A wiped store's old registration lingers until its lease
+		// expires: the newest store at its address tells.
+		_, lost := ledger.AnyLost(m.Ensemble, live)
+		sound = sound && !lost
 		if !sound {
 			weak = append(weak, m.ID)
 		}

@@ -33,9 +33,9 @@ type quorumWatch struct {
 	lastOK atomic.Int64 // unix nanoseconds
 }
 
-// run reads keys.SeqEpoch every quorumAskEvery until ctx ends.
+// run reads keys.SeqEpoch every quorumAskEvery until ctx ends (the
+// caller stores the start as the first lastOK).
 func (q *quorumWatch) run(ctx context.Context, cli *clientv3.Client) {
-	q.lastOK.Store(time.Now().UnixNano())
 	t := time.NewTicker(quorumAskEvery)
 	defer t.Stop()
 	for {

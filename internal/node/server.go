@@ -245,6 +245,7 @@ func (s *Server) start() error {
 	if err := s.startRoles(ctx); err != nil {
 		return err
 	}
+	s.quorum.lastOK.Store(time.Now().UnixNano())
 	go s.readiness.run(ctx)
 	go s.quorum.run(ctx, s.cli)
 	go s.grpc.Serve(s.grpcLis)
