@@ -100,3 +100,37 @@ func TestRecoveryClosesWhenTooFewMembersAreLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveStoresLeavesOutSupersededRegistrations: a store registered at an
+// address another store registered at since (a wiped or replaced disk,
+// whose old registration lingers until its lease expires) is not listed:
+// ensembles chosen from the list would land on it and roll at once.
+func TestLiveStoresLeavesOutSupersededRegistrations(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, m := range []Member{
+		{StoreID: "old", Incarnation: 1, Address: "h1:7070"},
+		{StoreID: "other", Incarnation: 1, Address: "h2:7070"},
+		{StoreID: "new", Incarnation: 2, Address: "h1:7070"}, // registered last, at old's address
+	} {
+		b, err := EncodeStoreRegistration(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Put(ctx, keys.Store(m.StoreID), string(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live, err := LiveStores(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range live {
+		ids = append(ids, m.StoreID)
+	}
+	if want := []string{"other", "new"}; !slices.Equal(ids, want) {
+		t.Fatalf("live stores %v, want %v", ids, want)
+	}
+}

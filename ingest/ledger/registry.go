@@ -41,22 +41,33 @@ func DecodeStoreRegistration(b []byte) (Member, error) {
 	return Member{StoreID: r.StoreID, Incarnation: r.Incarnation, Address: r.Address}, nil
 }
 
-// LiveStores lists the registered stores, the oldest registration first.
+// LiveStores lists the registered stores, the oldest registration first,
+// without the registrations another store superseded at their address: a
+// wiped or replaced store's old registration lives on until its lease
+// expires (seconds, longer while etcd elects), and a ledger created on it
+// would find another store there and roll at once, over and over.
+// LostMembers takes such a member for lost.
 func LiveStores(ctx context.Context, cli *clientv3.Client) ([]Member, error) {
-	// Oldest registration first: LostMembers takes the last one at an
-	// address for the store serving it.
 	resp, err := cli.Get(ctx, keys.StoresPrefix, clientv3.WithPrefix(),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, fmt.Errorf("list stores: %w", err)
 	}
 	members := make([]Member, 0, len(resp.Kvs))
+	newest := make(map[string]int, len(resp.Kvs)) // address → index in members of its newest registration
 	for _, kv := range resp.Kvs {
 		m, err := DecodeStoreRegistration(kv.Value)
 		if err != nil {
 			return nil, fmt.Errorf("store record %s: %w", kv.Key, err)
 		}
+		newest[m.Address] = len(members)
 		members = append(members, m)
 	}
-	return members, nil
+	live := members[:0:0]
+	for i, m := range members {
+		if newest[m.Address] == i {
+			live = append(live, m)
+		}
+	}
+	return live, nil
 }

@@ -384,3 +384,33 @@ func TestDamagedLedgerRefusesItsWriterButTakesRecoveryCopies(t *testing.T) {
 	expectPresent(t, s, 1, 10)
 	mustAppend(t, s, 3, 0, 2) // another ledger is unaffected
 }
+
+// TestLedgersAllocatedAfterOpenAreNotHiddenByDamage: after damage it
+// cannot attribute, the store answers UNKNOWN for a ledger it has no
+// record of (it may have sat in the damage), but not once told that the
+// ledger's id was allocated after it opened (TrustLedgersAbove): the
+// damage predates that ledger, so a fence or an entry the store lacks is
+// ABSENT again. Ledgers at or below the bound stay UNKNOWN. Before, every
+// ledger created after a damaged restart answered UNKNOWN on that store,
+// and a recovery of one whose entries never reached it waited for
+// another member.
+func TestLedgersAllocatedAfterOpenAreNotHiddenByDamage(t *testing.T) {
+	fsys, seg, _, _ := corruptionFixture(t)
+	s := openMem(t, fsys, nil)
+	s.Close()
+	fsys.Remove(filepath.Join(testDir, indexName(0)))
+	fsys.Corrupt(seg, func(d []byte) []byte { d[20] ^= 1; return d })
+	s = openMem(t, fsys, nil)
+	defer s.Close()
+	expectStatus(t, s, 7, 0, Unknown) // unknown ledger, bound not known yet
+	s.TrustLedgersAbove(6)
+	expectStatus(t, s, 6, 0, Unknown) // allocated before the store opened
+	expectStatus(t, s, 7, 0, Absent)  // allocated after
+	if _, err := s.Fence(8); err != nil {
+		t.Fatal(err)
+	}
+	expectStatus(t, s, 8, 0, Absent)
+	if st := s.LastEntry(9); st.Status != Present || st.Last != -1 {
+		t.Fatalf("last entry of a new ledger: %+v", st)
+	}
+}

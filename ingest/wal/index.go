@@ -54,6 +54,12 @@ type index struct {
 	// corrupt: a damaged stretch could not be attributed, so a ledger the
 	// store does not know may still have been written to it.
 	corrupt bool
+	// hideBound, when hideBoundKnown, bounds the ledgers the damage may
+	// hide: it was all found when the store opened, and a ledger whose id
+	// was allocated after that (above the bound) cannot have a record in
+	// it (Store.TrustLedgersAbove).
+	hideBound      uint64
+	hideBoundKnown bool
 	// damaged lists the segments holding damaged stretches.
 	damaged map[uint32]bool
 }
@@ -96,7 +102,7 @@ func (x *index) apply(m recordMeta, seg uint32, incarnation uint64) {
 		// journal, may have had records in that damage: it answers UNKNOWN
 		// for what it lacks, never ABSENT. (A recovery's copy to a ledger
 		// the store has no record of journals a fence first: AppendAsync.)
-		l.tainted = x.corrupt && (m.Type != RecordEntry || m.Entry > 0)
+		l.tainted = x.mayHide(m.Ledger) && (m.Type != RecordEntry || m.Entry > 0)
 	}
 	l.noteSegment(seg)
 	switch m.Type {
@@ -140,6 +146,11 @@ func (l *ledgerState) applyEntry(m recordMeta, p position) {
 		// A recovery append repairing an entry lost to corruption.
 		l.entries[m.Entry] = p
 	}
+}
+
+// mayHide reports whether damage may hide records of ledger id.
+func (x *index) mayHide(id uint64) bool {
+	return x.corrupt && (!x.hideBoundKnown || id <= x.hideBound)
 }
 
 // applyCorrupt taints every ledger the damaged bytes may have belonged to:

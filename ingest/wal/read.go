@@ -75,7 +75,7 @@ func (s *Store) lookupLocked(ledger uint64, entry int64) (Status, position) {
 	}
 	l := s.mu.idx.ledgers[ledger]
 	if l == nil {
-		if s.mu.idx.corrupt {
+		if s.mu.idx.mayHide(ledger) {
 			return Unknown, position{}
 		}
 		return Absent, position{}
@@ -114,7 +114,7 @@ func (s *Store) LastEntry(ledger uint64) LedgerState {
 	}
 	l := s.mu.idx.ledgers[ledger]
 	if l == nil {
-		if s.mu.idx.corrupt {
+		if s.mu.idx.mayHide(ledger) {
 			return LedgerState{Status: Unknown, Last: -1, LAC: -1}
 		}
 		return LedgerState{Status: Present, Last: -1, LAC: -1}

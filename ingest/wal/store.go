@@ -74,6 +74,21 @@ type Store struct {
 // unless the cookie is lost.
 func (s *Store) StoreID() string { return hex.EncodeToString(s.id.storeID[:]) }
 
+// TrustLedgersAbove tells the store that every ledger with a higher id was
+// allocated after it opened (the caller read the id counter after Open).
+// Damage found at open cannot hide records of those, so they answer ABSENT
+// for what they lack, as on an undamaged store. Without it every ledger a
+// damaged store has no record of answers UNKNOWN for as long as the damage
+// is in the journal, and the recovery of a new ledger whose entries never
+// reached the store waits for another member. The first call counts.
+func (s *Store) TrustLedgersAbove(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.mu.idx.hideBoundKnown {
+		s.mu.idx.hideBound, s.mu.idx.hideBoundKnown = id, true
+	}
+}
+
 // Incarnation is the store's current incarnation.
 func (s *Store) Incarnation() uint64 { return s.id.incarnation }
 

@@ -186,13 +186,13 @@ type Server struct {
 	// ensemble for its commit ledger), nil once it does.
 	sequencerWait atomic.Pointer[error]
 	// quorum tells whether this node reaches the etcd quorum (quorum.go).
-	quorum quorumWatch
-	ingest        *ingest.Node
-	reader        *reader.Reader
-	registration  *storeRegistration
-	dataLock      *os.File // flock on <data>/LOCK while the process runs
-	cancel        context.CancelFunc
-	done          chan struct{}
+	quorum       quorumWatch
+	ingest       *ingest.Node
+	reader       *reader.Reader
+	registration *storeRegistration
+	dataLock     *os.File // flock on <data>/LOCK while the process runs
+	cancel       context.CancelFunc
+	done         chan struct{}
 }
 
 // Start starts every role and serves until Close.
@@ -280,6 +280,9 @@ func (s *Server) openStore(ctx context.Context) error {
 	}
 	for _, c := range s.store.Corruptions() {
 		s.logger.Warn("WAL store: corrupt record, answered UNKNOWN", "store", s.store.StoreID(), "err", c)
+	}
+	if len(s.store.Corruptions()) > 0 {
+		s.trustNewLedgers(ctx)
 	}
 	s.storeService = wal.NewService(s.store)
 	walpb.RegisterWALServer(s.grpc, s.storeService)

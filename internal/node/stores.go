@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -178,4 +179,26 @@ func (d localFirstDialer) Client(m ledger.Member) (walpb.WALClient, error) {
 		return d.local, nil
 	}
 	return d.next.Client(m)
+}
+
+// trustNewLedgers tells a damaged store the ledger ids allocated so far:
+// the damage cannot hide records of any ledger created after. Best effort:
+// without it the store stays cautious (UNKNOWN for every ledger it has no
+// record of).
+func (s *Server) trustNewLedgers(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, keys.LedgerIDCounter)
+	if err != nil {
+		s.logger.Warn("WAL store: cannot read the ledger id counter; every ledger it has no record of answers UNKNOWN", "err", err)
+		return
+	}
+	var last uint64
+	if len(resp.Kvs) == 1 {
+		if last, err = strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64); err != nil {
+			s.logger.Warn("WAL store: bad ledger id counter", "err", err)
+			return
+		}
+	}
+	s.store.TrustLedgersAbove(last)
 }
