@@ -53,6 +53,9 @@ func (n *Node) takeover(t coordinator.Takeover, incarnation string) {
 		var final finalTakeoverError
 		if result.Err == nil || took || errors.As(result.Err, &final) || time.Since(start) > takeoverRetryFor ||
 			!n.sleep(takeoverRetryPause) || !n.sessionWaits(t, incarnation) {
+			if result.Err != nil {
+				n.logger.Info("ingest: takeover failed", "producer", t.Producer, "took", time.Since(start).Round(time.Millisecond), "err", result.Err)
+			}
 			n.doFor(incarnation, func() { n.machine.TakeoverDone(result) })
 			return
 		}
