@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -46,7 +47,8 @@ func TestReadyzFollowsReadsAcrossARestart(t *testing.T) {
 	srv.kill()
 	srv.start() // the old leader's session outlives the kill by its TTL: reads wait for it
 
-	conn, err := grpc.NewClient(srv.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(srv.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: 200 * time.Millisecond}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +143,10 @@ func getReadyz(ctx context.Context, addr string) (int, string) {
 func healthStatus(ctx context.Context, health healthpb.HealthClient, service string) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	// WaitForReady: the process restarted, and the connection may still
+	// be backing off from the old one when the new one serves (reads, on
+	// another connection, can work by then).
+	resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: service}, grpc.WaitForReady(true))
 	if err != nil {
 		return ""
 	}
