@@ -144,12 +144,13 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 		}
 		probed := time.Now()
 		outcome := probeRefused
-		if addr != n.cfg.Address {
+		ownStale := addr == n.cfg.Address // a dead earlier process of this node: no rate limit
+		if !ownStale {
 			pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
 			outcome = outcomeOf(n.cfg.ProbeLeader(pctx, addr))
 			cancel()
 		}
-		if !gone.observe(probed, lease, outcome) || time.Since(revoked) < leaderSettleFor {
+		if !gone.observe(probed, lease, outcome) || !ownStale && time.Since(revoked) < leaderSettleFor {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -159,7 +160,9 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 			n.cfg.Logger.Debug("sequencer: revoking a gone leader's election lease failed", "leader", addr, "err", err)
 			continue
 		}
-		revoked = time.Now()
+		if !ownStale {
+			revoked = time.Now()
+		}
 		n.cfg.Logger.Warn("sequencer: the leader was gone or silent; revoked its election lease", "leader", addr,
 			"lease", fmt.Sprintf("%x", int64(lease)), "for", time.Since(gone.since).Round(time.Millisecond),
 			"refused", gone.refusedOnly)
