@@ -163,6 +163,9 @@ func TestSequencerLeaderLeadsAgainAfterItsSessionIsLost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	waitAllReady(t, ctx, seq)
+	// Ready can come with the session, before the campaign key is
+	// written (as a standby): wait for the node to lead.
+	waitFor(t, 10*time.Second, "the sequencer leading", func() bool { return seq.sequencer.Status().Serving })
 	first := seq.sequencer.Status().Epoch
 
 	key, _ := electionKeyOf(t, cli, seq)
