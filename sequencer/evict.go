@@ -144,8 +144,14 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 		}
 		probed := time.Now()
 		outcome := probeRefused
-		ownStale := addr == n.cfg.Address // a dead earlier process of this node: no rate limit
-		if !ownStale {
+		// A key of an earlier term of this process (its lease could not be
+		// revoked while etcd elected) is stale for certain: no rate limit.
+		// Another key at this node's address is most likely an earlier
+		// process's (probing it would reach this one), but two processes
+		// misconfigured to advertise one address must not depose each
+		// other faster than the limit.
+		ownStale := n.heldLease(lease)
+		if !ownStale && addr != n.cfg.Address {
 			pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
 			outcome = outcomeOf(n.cfg.ProbeLeader(pctx, addr))
 			cancel()

@@ -87,6 +87,10 @@ type Node struct {
 		// terms); takingOver is the epoch being taken over (0: none).
 		session    *electionSession
 		takingOver uint64
+		// leases are the election leases this process granted (the
+		// newest maxHeldLeases): a key with one of them is its own, stale
+		// unless it is the current term's.
+		leases []clientv3.LeaseID
 	}
 }
 

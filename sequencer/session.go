@@ -3,8 +3,10 @@ package sequencer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	keeplease "orderlog/internal/lease"
@@ -40,6 +42,7 @@ func (n *Node) newSession(ctx context.Context) (*electionSession, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.noteLease(grant.ID)
 	keepCtx, stopKeep := context.WithCancel(ctx)
 	lost, err := keeplease.Keep(keepCtx, n.cfg.Etcd, grant.ID, ttl, func() {
 		n.cfg.Logger.Info("sequencer: etcd election lease outlived a gap in its renewals", "addr", n.cfg.Address,
@@ -57,4 +60,25 @@ func (n *Node) newSession(ctx context.Context) (*electionSession, error) {
 	defer cancel()
 	_, _ = n.cfg.Etcd.Revoke(rctx, grant.ID)
 	return nil, err
+}
+
+// maxHeldLeases bounds the election leases a process remembers: enough
+// for the terms whose keys may still linger (a TTL or two).
+const maxHeldLeases = 64
+
+// noteLease remembers a lease this process granted for an election term.
+func (n *Node) noteLease(id clientv3.LeaseID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mu.leases = append(n.mu.leases, id)
+	if len(n.mu.leases) > maxHeldLeases {
+		n.mu.leases = n.mu.leases[1:]
+	}
+}
+
+// heldLease reports whether this process granted lease id for a term.
+func (n *Node) heldLease(id clientv3.LeaseID) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Contains(n.mu.leases, id)
 }

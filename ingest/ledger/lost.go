@@ -37,7 +37,9 @@ func LostMembers(ensemble []Member, registered []Member) []bool {
 	for i, m := range ensemble {
 		reg, ok := byID[m.StoreID]
 		holder, taken := byAddress[m.Address]
-		lost[i] = ok && reg.Incarnation != m.Incarnation || taken && holder != m.StoreID
+		// A store registered (as itself) at a new address is not lost
+		// because another store took its old one.
+		lost[i] = ok && reg.Incarnation != m.Incarnation || taken && holder != m.StoreID && (!ok || reg.Address == m.Address)
 	}
 	return lost
 }

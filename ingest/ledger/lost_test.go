@@ -37,6 +37,15 @@ func TestLostMembersAreReplacedOrWipedStores(t *testing.T) {
 	if got := LostMembers([]Member{lingering[1]}, lingering); got[0] {
 		t.Fatal("the newest store at an address counted lost")
 	}
+	// A store registered as itself at a new address is not lost because
+	// another store took its old one.
+	moved := []Member{
+		{StoreID: "c", Incarnation: 1, Address: "h9:7070"},
+		{StoreID: "e", Incarnation: 1, Address: "h3:7070"},
+	}
+	if got := LostMembers(ensemble[2:3], moved); got[0] {
+		t.Fatal("a store that moved to another address counted lost")
+	}
 }
 
 // register records the slots' current incarnations in etcd, as their

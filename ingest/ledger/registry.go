@@ -41,7 +41,8 @@ func DecodeStoreRegistration(b []byte) (Member, error) {
 	return Member{StoreID: r.StoreID, Incarnation: r.Incarnation, Address: r.Address}, nil
 }
 
-// LiveStores lists the registered stores, the oldest registration first,
+// LiveStores lists the registered stores, the oldest registration (last
+// written: keepalives do not write) first,
 // without the registrations another store superseded at their address: a
 // wiped or replaced store's old registration lives on until its lease
 // expires (seconds, longer while etcd elects), and a ledger created on it
@@ -49,7 +50,7 @@ func DecodeStoreRegistration(b []byte) (Member, error) {
 // LostMembers takes such a member for lost.
 func LiveStores(ctx context.Context, cli *clientv3.Client) ([]Member, error) {
 	resp, err := cli.Get(ctx, keys.StoresPrefix, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		clientv3.WithSort(clientv3.SortByModRevision, clientv3.SortAscend))
 	if err != nil {
 		return nil, fmt.Errorf("list stores: %w", err)
 	}

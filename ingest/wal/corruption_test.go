@@ -403,7 +403,17 @@ func TestLedgersAllocatedAfterOpenAreNotHiddenByDamage(t *testing.T) {
 	s = openMem(t, fsys, nil)
 	defer s.Close()
 	expectStatus(t, s, 7, 0, Unknown) // unknown ledger, bound not known yet
-	s.TrustLedgersAbove(6)
+	if !s.MayHideLedgers() {
+		t.Fatal("a damaged store does not say damage may hide ledgers")
+	}
+	mustAppend(t, s, 5, 0, 1) // a writer's new ledger
+	if s.TrustLedgersAbove(4) { // below a ledger the store holds: wrong
+		t.Fatal("a bound below known ledgers was taken")
+	}
+	expectStatus(t, s, 7, 0, Unknown)
+	if !s.TrustLedgersAbove(6) {
+		t.Fatal("bound refused")
+	}
 	expectStatus(t, s, 6, 0, Unknown) // allocated before the store opened
 	expectStatus(t, s, 7, 0, Absent)  // allocated after
 	if _, err := s.Fence(8); err != nil {

@@ -81,12 +81,36 @@ func (s *Store) StoreID() string { return hex.EncodeToString(s.id.storeID[:]) }
 // damaged store has no record of answers UNKNOWN for as long as the damage
 // is in the journal, and the recovery of a new ledger whose entries never
 // reached the store waits for another member. The first call counts.
-func (s *Store) TrustLedgersAbove(id uint64) {
+//
+// A bound below a ledger the store knows cannot be right (etcd restored
+// from an older backup, or another cluster's): it is refused, and false
+// returned.
+func (s *Store) TrustLedgersAbove(id uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for known := range s.mu.idx.ledgers {
+		if known > id {
+			return false
+		}
+	}
+	for known := range s.mu.idx.deleted {
+		if known > id {
+			return false
+		}
+	}
 	if !s.mu.idx.hideBoundKnown {
 		s.mu.idx.hideBound, s.mu.idx.hideBoundKnown = id, true
 	}
+	return true
+}
+
+// MayHideLedgers reports whether damage found at open may hide records of
+// ledgers the store does not know (from a scan, or from the checkpoint of
+// an earlier open that found it): TrustLedgersAbove then matters.
+func (s *Store) MayHideLedgers() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.idx.corrupt
 }
 
 // Incarnation is the store's current incarnation.

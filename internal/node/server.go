@@ -281,7 +281,7 @@ func (s *Server) openStore(ctx context.Context) error {
 	for _, c := range s.store.Corruptions() {
 		s.logger.Warn("WAL store: corrupt record, answered UNKNOWN", "store", s.store.StoreID(), "err", c)
 	}
-	if len(s.store.Corruptions()) > 0 {
+	if s.store.MayHideLedgers() {
 		s.trustNewLedgers(ctx)
 	}
 	s.storeService = wal.NewService(s.store)

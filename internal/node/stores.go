@@ -200,5 +200,8 @@ func (s *Server) trustNewLedgers(ctx context.Context) {
 			return
 		}
 	}
-	s.store.TrustLedgersAbove(last)
+	if !s.store.TrustLedgersAbove(last) {
+		s.logger.Warn("WAL store: the ledger id counter is below a ledger the store holds; every ledger it has no record of answers UNKNOWN",
+			"counter", last)
+	}
 }
