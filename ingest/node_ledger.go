@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -257,11 +256,8 @@ func (n *Node) checkEnsemble() {
 			if err != nil || n.writer != w {
 				return
 			}
-			if meta.Degraded() && len(live) >= meta.IntendedW {
-				n.ledgerFailed(w.ID(), fmt.Sprintf("degraded: %d stores registered for a full ensemble of %d", len(live), meta.IntendedW))
-			} else if lost, ok := ledger.AnyLost(meta.Ensemble, live); ok {
-				n.ledgerFailed(w.ID(), fmt.Sprintf("lost a member: store %s (incarnation %d at %s) is registered anew or replaced",
-					lost.StoreID, lost.Incarnation, lost.Address))
+			if why := ledger.Weakness(meta, live); why != "" {
+				n.ledgerFailed(w.ID(), why)
 			}
 		})
 	})

@@ -161,13 +161,8 @@ func (lc *LedgerClient) Weakness(ctx context.Context, c CommitLog) (string, erro
 	if err != nil {
 		return "", err
 	}
-	m := cw.w.Metadata()
-	if m.Degraded() && len(live) >= m.IntendedW {
-		return fmt.Sprintf("degraded commit ledger: %d stores registered for a full ensemble of %d", len(live), m.IntendedW), nil
-	}
-	if lost, ok := ledger.AnyLost(m.Ensemble, live); ok {
-		return fmt.Sprintf("commit ledger lost a member: store %s (incarnation %d at %s) is registered anew or replaced",
-			lost.StoreID, lost.Incarnation, lost.Address), nil
+	if why := ledger.Weakness(cw.w.Metadata(), live); why != "" {
+		return "commit ledger " + why, nil
 	}
 	return "", nil
 }

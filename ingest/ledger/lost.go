@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -77,4 +78,20 @@ func (r *recovery) rollForwardQuorum() int {
 		}
 	}
 	return max(1, min(r.meta.A, left))
+}
+
+// Weakness says, from the registered stores, why an open ledger m should
+// be rolled ("" if it need not): it is degraded and enough stores are
+// registered for a full ensemble (with W = A no entry has a copy to spare),
+// or a member is lost for good. Either way, after the next fault its
+// recovery would wait for the failed store.
+func Weakness(m Metadata, registered []Member) string {
+	if m.Degraded() && len(registered) >= m.IntendedW {
+		return fmt.Sprintf("degraded: %d stores registered for a full ensemble of %d", len(registered), m.IntendedW)
+	}
+	if lost, ok := AnyLost(m.Ensemble, registered); ok {
+		return fmt.Sprintf("lost a member: store %s (incarnation %d at %s) is registered anew or replaced",
+			lost.StoreID, lost.Incarnation, lost.Address)
+	}
+	return ""
 }

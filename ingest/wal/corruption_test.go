@@ -406,7 +406,7 @@ func TestLedgersAllocatedAfterOpenAreNotHiddenByDamage(t *testing.T) {
 	if !s.MayHideLedgers() {
 		t.Fatal("a damaged store does not say damage may hide ledgers")
 	}
-	mustAppend(t, s, 5, 0, 1) // a writer's new ledger
+	mustAppend(t, s, 5, 0, 1)   // a writer's new ledger
 	if s.TrustLedgersAbove(4) { // below a ledger the store holds: wrong
 		t.Fatal("a bound below known ledgers was taken")
 	}

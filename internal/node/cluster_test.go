@@ -78,9 +78,24 @@ func startClusterNode(t *testing.T, etcd *etcdserver.Server, roles Roles, mode i
 // shared etcd.
 func startNodeOn(t *testing.T, etcd *etcdserver.Server, roles Roles, in ingest.Config, commit Replication) *Server {
 	t.Helper()
-	s, err := Start(Config{Roles: roles, EtcdEndpoints: []string{etcd.Endpoint()}, DataDir: t.TempDir(),
-		NodeName: fmt.Sprintf("n%d", time.Now().UnixNano()), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Logger: testLogger(t),
-		Ingest: in, Commit: commit})
+	return startTestNode(t, etcd, Config{Roles: roles, Ingest: in, Commit: commit})
+}
+
+// startTestNode starts a node on a shared etcd with cfg, filling in a
+// unique name, the test logger, free HTTP port and, unless set, a fresh
+// data directory and a free gRPC port.
+func startTestNode(t *testing.T, etcd *etcdserver.Server, cfg Config) *Server {
+	t.Helper()
+	cfg.EtcdEndpoints = []string{etcd.Endpoint()}
+	cfg.NodeName = fmt.Sprintf("n%d", time.Now().UnixNano())
+	cfg.HTTPAddr, cfg.Logger = "127.0.0.1:0", testLogger(t)
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	if cfg.GRPCAddr == "" {
+		cfg.GRPCAddr = "127.0.0.1:0"
+	}
+	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -19,14 +18,8 @@ func TestStandbyEvictsALeaderWhoseProcessIsGone(t *testing.T) {
 	defer etcd.Close()
 	defer cli.Close()
 	start := func(roles Roles) *Server {
-		s, err := Start(Config{Roles: roles, EtcdEndpoints: []string{etcd.Endpoint()}, DataDir: t.TempDir(),
-			NodeName: fmt.Sprintf("n%d", time.Now().UnixNano()), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
-			Logger: testLogger(t), Ingest: ingest.Config{LeaseTTL: leaseTTL},
+		return startTestNode(t, etcd, Config{Roles: roles, Ingest: ingest.Config{LeaseTTL: leaseTTL},
 			Sequencer: SequencerTimeouts{ElectionTTL: 30 * time.Second}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
 	}
 	in := start(Roles{Ingest: true}) // the commit ledger's store
 	defer in.Close()

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -29,13 +28,8 @@ func TestIdleLedgersRollOffAStoreReplacedAtItsAddress(t *testing.T) {
 	replication := Replication{W: 3, A: 2, Tolerate: 1}
 	in := ingest.Config{W: 3, A: 2, Tolerate: 1}
 	start := func(dir, addr string) *Server {
-		s, err := Start(Config{Roles: Roles{Ingest: true, Sequencer: true}, EtcdEndpoints: []string{etcd.Endpoint()}, DataDir: dir,
-			NodeName: fmt.Sprintf("n%d", time.Now().UnixNano()), GRPCAddr: addr, HTTPAddr: "127.0.0.1:0", Logger: testLogger(t),
+		return startTestNode(t, etcd, Config{Roles: Roles{Ingest: true, Sequencer: true}, DataDir: dir, GRPCAddr: addr,
 			Ingest: in, Commit: replication})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
