@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
@@ -40,7 +41,7 @@ const (
 	// refused) before the lease of a leader seen for leaderSettleFor is
 	// revoked.
 	leaderSilentFor = 1500 * time.Millisecond
-	leaderSettleFor = 5 * time.Second
+	leaderSettleFor = 3 * time.Second
 )
 
 // LeaderProbe asks whether the leader at addr is alive. It returns nil
@@ -111,16 +112,44 @@ func (g *goneTracker) observe(now time.Time, lease clientv3.LeaseID, outcome pro
 	return failing >= leaderSilentFor && now.Sub(g.seen) >= leaderSettleFor
 }
 
+// leaderKey is the election key etcd named the leader's.
+type leaderKey struct {
+	addr  string
+	lease clientv3.LeaseID
+}
+
+// nameLeader is the leader to probe after etcd answered resp, err to an
+// Election.Leader call: the key it names, none when it has none, and the
+// one it named last when it cannot answer. etcd cannot answer while its
+// raft elects, most often because the leader's node also led etcd: the
+// probes go on meanwhile, so the lease is revoked as soon as etcd has a
+// raft leader again rather than a probe window after that.
+func nameLeader(last *leaderKey, resp *clientv3.GetResponse, err error) *leaderKey {
+	switch {
+	case errors.Is(err, concurrency.ErrElectionNoLeader):
+		return nil
+	case err != nil:
+		return last
+	case len(resp.Kvs) == 0:
+		return nil
+	}
+	kv := resp.Kvs[0]
+	return &leaderKey{addr: string(kv.Value), lease: clientv3.LeaseID(kv.Lease)}
+}
+
 // evictGoneLeader probes the election's leader while this node campaigns
 // with lease own, and revokes the leader's lease once it is gone or silent
-// (goneTracker), at most once every leaderSettleFor. It returns when ctx
-// ends.
+// (goneTracker), at most once every leaderSettleFor. A revocation etcd
+// refuses (no raft leader yet) is tried again every probe interval without
+// probing. It returns when ctx ends.
 func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, own clientv3.LeaseID) {
 	if n.cfg.ProbeLeader == nil {
 		return
 	}
 	var gone goneTracker
 	var revoked time.Time // when this standby last revoked a leader's lease
+	var named *leaderKey  // the leader etcd named last
+	var due *leaderKey    // a leader found gone or silent, its lease not revoked yet
 	tick := time.NewTicker(leaderProbeEvery)
 	defer tick.Stop()
 	for {
@@ -129,50 +158,47 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 			return
 		case <-tick.C:
 		}
-		lctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
-		resp, err := el.Leader(lctx)
-		cancel()
-		if err != nil || len(resp.Kvs) == 0 {
-			continue // no leader, or etcd cannot say: nothing to evict
-		}
-		kv := resp.Kvs[0]
-		addr, lease := string(kv.Value), clientv3.LeaseID(kv.Lease)
-		// A key with this node's address but another lease is an earlier
-		// process's on this address, dead: probing it reaches this one.
-		if lease == own || lease == 0 {
-			continue
-		}
-		probed := time.Now()
-		outcome := probeRefused
-		// A key of an earlier term of this process (its lease could not be
-		// revoked while etcd elected) is stale for certain: no rate limit.
-		// Another key at this node's address is most likely an earlier
-		// process's (probing it would reach this one), but two processes
-		// misconfigured to advertise one address must not depose each
-		// other faster than the limit.
-		ownStale := n.heldLease(lease)
-		if !ownStale && addr != n.cfg.Address {
-			pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
-			outcome = outcomeOf(n.cfg.ProbeLeader(pctx, addr))
+		if due == nil {
+			lctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+			resp, err := el.Leader(lctx)
 			cancel()
+			named = nameLeader(named, resp, err)
+			if named == nil || named.lease == own || named.lease == 0 {
+				continue
+			}
+			probed := time.Now()
+			outcome := probeRefused
+			// A key of an earlier term of this process (its lease could not
+			// be revoked while etcd elected) is stale for certain: no rate
+			// limit. Another key at this node's address is most likely an
+			// earlier process's (probing it would reach this one), but two
+			// processes misconfigured to advertise one address must not
+			// depose each other faster than the limit.
+			ownStale := n.heldLease(named.lease)
+			if !ownStale && named.addr != n.cfg.Address {
+				pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+				outcome = outcomeOf(n.cfg.ProbeLeader(pctx, named.addr))
+				cancel()
+			}
+			if !gone.observe(probed, named.lease, outcome) || !ownStale && time.Since(revoked) < leaderSettleFor {
+				continue
+			}
+			due = named
+			if !ownStale {
+				revoked = time.Now()
+			}
 		}
-		if !gone.observe(probed, lease, outcome) || !ownStale && time.Since(revoked) < leaderSettleFor {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err = n.cfg.Etcd.Revoke(rctx, lease)
+		rctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+		_, err := n.cfg.Etcd.Revoke(rctx, due.lease)
 		cancel()
-		if err != nil { // etcd has no quorum yet, say: the next probe tries again
-			n.cfg.Logger.Debug("sequencer: revoking a gone leader's election lease failed", "leader", addr, "err", err)
+		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) { // etcd has no raft leader yet, say
+			n.cfg.Logger.Debug("sequencer: revoking a gone leader's election lease failed", "leader", due.addr, "err", err)
 			continue
 		}
-		if !ownStale {
-			revoked = time.Now()
-		}
-		n.cfg.Logger.Warn("sequencer: the leader was gone or silent; revoked its election lease", "leader", addr,
-			"lease", fmt.Sprintf("%x", int64(lease)), "for", time.Since(gone.since).Round(time.Millisecond),
-			"refused", gone.refusedOnly)
-		gone = goneTracker{}
+		n.cfg.Logger.Warn("sequencer: the leader was gone or silent; revoked its election lease", "leader", due.addr,
+			"lease", fmt.Sprintf("%x", int64(due.lease)), "for", time.Since(gone.since).Round(time.Millisecond),
+			"refused", gone.refusedOnly, "already_expired", err != nil)
+		due, named, gone = nil, nil, goneTracker{}
 	}
 }
 

@@ -1,10 +1,13 @@
 package sequencer
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 func TestGoneTrackerEvictsARefusingLeaderAfterThreeProbesOverTheWindow(t *testing.T) {
@@ -31,13 +34,13 @@ func TestGoneTrackerEvictsARefusingLeaderAfterThreeProbesOverTheWindow(t *testin
 		{1650, 9, silent, false},
 		{2400, 9, silent, false},
 		{3150, 9, silent, false},
-		{4650, 9, silent, false},
-		{6000, 9, ok, false},
-		// Seen for 5 s: silent for 1.5 s over three probes evicts it.
-		{6650, 9, silent, false},
-		{7150, 9, refused, false}, // mixed with refusals: the silent rule
-		{7650, 9, silent, false},
-		{8150, 9, silent, true},
+		{4600, 9, silent, false}, // silent for 2.95 s, seen for as long
+		{4640, 9, ok, false},
+		// Seen for 3 s: silent for 1.5 s over three probes evicts it.
+		{5000, 9, silent, false},
+		{5500, 9, refused, false}, // mixed with refusals: the silent rule
+		{6000, 9, silent, false},
+		{6500, 9, silent, true},
 	}
 	var g goneTracker
 	t0 := time.Unix(0, 0)
@@ -46,5 +49,28 @@ func TestGoneTrackerEvictsARefusingLeaderAfterThreeProbesOverTheWindow(t *testin
 		if got := g.observe(at, clientv3.LeaseID(s.lease), s.outcome); got != s.evict {
 			t.Fatalf("step %d (%d ms, lease %d, outcome %d): evict %v, want %v", i, s.ms, s.lease, s.outcome, got, s.evict)
 		}
+	}
+}
+
+func TestStandbyKeepsProbingTheLastNamedLeaderWhileEtcdCannotAnswer(t *testing.T) {
+	kv := func(addr string, lease int64) *clientv3.GetResponse {
+		return &clientv3.GetResponse{Kvs: []*mvccpb.KeyValue{{Value: []byte(addr), Lease: lease}}}
+	}
+	a := nameLeader(nil, kv("a:1", 7), nil)
+	if a == nil || a.addr != "a:1" || a.lease != 7 {
+		t.Fatalf("named %+v, want a:1 with lease 7", a)
+	}
+	// etcd's raft elects (the leader's node led it too): keep probing a.
+	if got := nameLeader(a, nil, context.DeadlineExceeded); got != a {
+		t.Fatalf("while etcd cannot answer: named %+v, want the last named %+v", got, a)
+	}
+	if got := nameLeader(a, nil, concurrency.ErrElectionNoLeader); got != nil {
+		t.Fatalf("with no leader: named %+v, want none", got)
+	}
+	if got := nameLeader(a, kv("b:1", 8), nil); got == nil || got.addr != "b:1" {
+		t.Fatalf("named %+v, want b:1", got)
+	}
+	if got := nameLeader(nil, nil, context.DeadlineExceeded); got != nil {
+		t.Fatalf("never named: %+v, want none", got)
 	}
 }

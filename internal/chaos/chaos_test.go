@@ -58,8 +58,10 @@ func TestChaos(t *testing.T) {
 	if keep := os.Getenv("CHAOS_DIR"); keep != "" {
 		dir = keep
 	}
-	cluster, err := NewCluster(binary(t), dir, 3, []string{
-		"--ingest-lease-ttl", leaseTTL.String(), "--store-lease-ttl", leaseTTL.String(), "--election-ttl", leaseTTL.String()})
+	nodeArgs := []string{"--ingest-lease-ttl", leaseTTL.String(), "--store-lease-ttl", leaseTTL.String(), "--election-ttl", leaseTTL.String()}
+	// CHAOS_NODE_ARGS adds flags to every node ("--log-level debug", say).
+	nodeArgs = append(nodeArgs, strings.Fields(os.Getenv("CHAOS_NODE_ARGS"))...)
+	cluster, err := NewCluster(binary(t), dir, 3, nodeArgs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +117,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	var faults []*Fault
-	var resumed []time.Duration
+	var resumed, etcdBack []time.Duration
 	for cycle := range cycles {
 		pause(ctx, time.Duration(500+rng.IntN(1000))*time.Millisecond)
 		kind := kinds[(cycle+int(seed%uint64(len(kinds))))%len(kinds)]
@@ -126,8 +128,12 @@ func TestChaos(t *testing.T) {
 		}
 		t.Logf("cycle %d: %s on %s (%s) at %s %s", cycle, f.Kind, f.Node.Name, f.Roles, f.At.Format("15:04:05.000"), f.Detail)
 		faults = append(faults, f)
+		etcd := make(chan time.Duration, 1)
+		go func() { etcd <- cluster.EtcdWritable(ctx, f.Node, f.At, resumeBound) }()
 		all := waitAcked(t, w.Recorder, producers, f.At, strict)
 		resumed = append(resumed, all)
+		etcdBack = append(etcdBack, <-etcd)
+		t.Logf("cycle %d: etcd wrote again %v after the fault", cycle, etcdBack[cycle].Round(time.Millisecond))
 		if f.Kind == Pause || f.Kind == Partition {
 			pause(ctx, time.Until(f.At.Add(faultHold)))
 		}
@@ -148,7 +154,7 @@ func TestChaos(t *testing.T) {
 	for _, err := range w.Wait() {
 		t.Errorf("client: %v", err)
 	}
-	check(t, cluster, w, faults, resumed)
+	check(t, cluster, w, faults, resumed, etcdBack)
 	if t.Failed() {
 		for _, n := range cluster.Nodes {
 			t.Logf("log of %s: %s", n.Name, cluster.LogPath(n))
@@ -161,7 +167,7 @@ func TestChaos(t *testing.T) {
 
 // check runs both checkers over the history and prints the unavailability
 // table.
-func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, resumed []time.Duration) {
+func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, resumed, etcdBack []time.Duration) {
 	ops := w.Recorder.Ops()
 	var end uint64
 	for _, op := range ops {
@@ -231,7 +237,7 @@ func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, resumed
 	if result == porcupine.Illegal {
 		t.Error("porcupine: the history is not linearizable against the log model")
 	}
-	printUnavailability(t, ops, faults, resumed)
+	printUnavailability(t, ops, faults, resumed, etcdBack)
 }
 
 // maxPagesChecked bounds the tailed pages porcupine checks: a long run
@@ -315,10 +321,13 @@ func verdict(r porcupine.CheckResult) string {
 
 // printUnavailability prints, per fault kind, the cycles and the time from
 // the fault to the next acknowledgement of any producer ("first") and of
-// every producer ("all"), p50 and max.
-func printUnavailability(t *testing.T, ops []history.Op, faults []*Fault, resumed []time.Duration) {
+// every producer ("all"), p50 and max, and beside them the same-run
+// reference: the time to etcd's first write on the other nodes' members
+// ("etcd"), the floor under any recovery that needs etcd.
+func printUnavailability(t *testing.T, ops []history.Op, faults []*Fault, resumed, etcdBack []time.Duration) {
 	first := map[string][]time.Duration{}
 	all := map[string][]time.Duration{}
+	etcd := map[string][]time.Duration{}
 	for i, f := range faults {
 		var next time.Time
 		for _, op := range ops {
@@ -332,14 +341,15 @@ func printUnavailability(t *testing.T, ops []history.Op, faults []*Fault, resume
 		}
 		first[f.Kind] = append(first[f.Kind], d)
 		all[f.Kind] = append(all[f.Kind], resumed[i])
+		etcd[f.Kind] = append(etcd[f.Kind], etcdBack[i])
 	}
-	t.Logf("%-22s %6s %12s %12s %12s %12s", "fault", "cycles", "first p50", "first max", "all p50", "all max")
+	t.Logf("%-22s %6s %10s %10s %10s %10s %10s %10s", "fault", "cycles", "first p50", "first max", "all p50", "all max", "etcd p50", "etcd max")
 	for _, kind := range FaultKinds {
 		if len(first[kind]) == 0 {
 			continue
 		}
-		t.Logf("%-22s %6d %12s %12s %12s %12s", kind, len(first[kind]), p50(first[kind]), slices.Max(first[kind]).Round(time.Millisecond),
-			p50(all[kind]), slices.Max(all[kind]).Round(time.Millisecond))
+		t.Logf("%-22s %6d %10s %10s %10s %10s %10s %10s", kind, len(first[kind]), p50(first[kind]), slices.Max(first[kind]).Round(time.Millisecond),
+			p50(all[kind]), slices.Max(all[kind]).Round(time.Millisecond), p50(etcd[kind]), slices.Max(etcd[kind]).Round(time.Millisecond))
 	}
 }
 

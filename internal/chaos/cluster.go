@@ -449,6 +449,35 @@ func (c *Cluster) etcdClient() (*clientv3.Client, []*Node, error) {
 	return cli, nodes, err
 }
 
+// EtcdWritable returns how long after since a write first succeeded on the
+// etcd members of the nodes other than faulty: etcd's own recovery from
+// the fault, the reference the harness sets writes' recovery against
+// (orderlog can write no sooner than etcd can elect). It gives up at
+// deadline.
+func (c *Cluster) EtcdWritable(ctx context.Context, faulty *Node, since time.Time, deadline time.Duration) time.Duration {
+	var endpoints []string
+	for _, n := range c.Nodes {
+		if n != faulty {
+			endpoints = append(endpoints, n.EtcdClient)
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return deadline
+	}
+	defer cli.Close()
+	for time.Since(since) < deadline && ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+		_, err := cli.Put(pctx, "chaos/etcd-probe", since.String())
+		cancel()
+		if err == nil {
+			return time.Since(since)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return deadline
+}
+
 // SequencerLeader is the node whose sequencer leads (the oldest election
 // key), or nil.
 func (c *Cluster) SequencerLeader(ctx context.Context) *Node {

@@ -365,7 +365,11 @@ func (s *Server) startHTTP() error {
 	var handler http.Handler
 	var mux *http.ServeMux
 	if s.ingest != nil {
-		api, err := httpapi.NewHandler(httpService{newService(s.cli, s.ingest, s.reader, s.status)}, s.cfg.HTTPLimits)
+		svc := httpService{service: newService(s.cli, s.ingest, s.reader, s.status)}
+		if s.ingest != nil {
+			svc.cutOff = s.canOwnProducers
+		}
+		api, err := httpapi.NewHandler(svc, s.cfg.HTTPLimits)
 		if err != nil {
 			return err
 		}

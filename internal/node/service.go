@@ -82,8 +82,25 @@ func (s *service) ListTopics(ctx context.Context, _ *orderlogpb.ListTopicsReques
 }
 
 // httpService adapts service to httpapi.Service (whose Status and topic
-// calls take plain arguments).
-type httpService struct{ *service }
+// calls take plain arguments). cutOff (nil without the ingest role) says
+// why the node cannot own producers now: their calls are then refused
+// (cutoff.go).
+type httpService struct {
+	*service
+	cutOff func() error
+}
+
+func (h httpService) InitProducer(ctx context.Context, req *orderlogpb.InitProducerRequest) (*orderlogpb.InitProducerResponse, error) {
+	return whileConnected(ctx, h.cutOff, func(ctx context.Context) (*orderlogpb.InitProducerResponse, error) {
+		return h.service.InitProducer(ctx, req)
+	})
+}
+
+func (h httpService) Produce(ctx context.Context, req *orderlogpb.ProduceRequest) ([]*orderlogpb.Ack, error) {
+	return whileConnected(ctx, h.cutOff, func(ctx context.Context) ([]*orderlogpb.Ack, error) {
+		return h.service.Produce(ctx, req)
+	})
+}
 
 func (h httpService) Status(ctx context.Context) (*orderlogpb.StatusResponse, error) {
 	return h.service.status(ctx)

@@ -1,0 +1,61 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"orderlog/internal/apierr"
+)
+
+// An HTTP producer cannot probe a node's Producer health the way the gRPC
+// client does when its frames stall: it waits for its own timeout. A node
+// that is cut off (canOwnProducers: no grant stream and no etcd quorum)
+// therefore answers its HTTP producers 503 UNAVAILABLE at once, and ends
+// the requests already waiting when it finds itself cut off, so they retry
+// on a node that can log them. Ending a waiting request is as safe as a
+// client's timeout: the producer's sequence numbers (or its Idempotency-Key)
+// make the retry exactly-once, and the node taking the producer over fences
+// this one before it logs anything.
+const cutOffCheckEvery = 250 * time.Millisecond
+
+// cutOffError is the cause a waiting request is cancelled with.
+type cutOffError struct{ reason error }
+
+func (e cutOffError) Error() string { return "node cut off: " + e.reason.Error() }
+
+// whileConnected runs call unless cutOff says the node is cut off, and
+// cancels it if cutOff says so while it runs; either way the caller gets
+// UNAVAILABLE with cutOff's reason. A nil cutOff runs call as it is.
+func whileConnected[T any](ctx context.Context, cutOff func() error, call func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if cutOff == nil {
+		return call(ctx)
+	}
+	if err := cutOff(); err != nil {
+		return zero, apierr.New(apierr.Unavailable, "this node cannot log producers' messages now (%v): retry on another node", err)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		t := time.NewTicker(cutOffCheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := cutOff(); err != nil {
+				cancel(cutOffError{err})
+				return
+			}
+		}
+	}()
+	v, err := call(ctx)
+	var cut cutOffError
+	if err != nil && errors.As(context.Cause(ctx), &cut) {
+		return zero, apierr.New(apierr.Unavailable, "this node was cut off while the request waited (%v): retry on another node", cut.reason)
+	}
+	return v, err
+}
