@@ -34,7 +34,9 @@ type ProducerOptions struct {
 	// gRPC health service); StallProbeTimeout is how long that question may
 	// go unanswered before the node counts as failed and the producer moves
 	// (a paused or hung node keeps its connections open and never ends the
-	// stream). Defaults 1 s and 1 s.
+	// stream). Defaults 500 ms and 500 ms: a live node answers a health
+	// check in milliseconds, and a move off a live node costs one clean
+	// handover (the node it moves to asks the old owner to release it).
 	StallProbeAfter, StallProbeTimeout time.Duration
 }
 
@@ -46,10 +48,10 @@ func (o *ProducerOptions) validate() {
 		o.RetryBackoff = 100 * time.Millisecond
 	}
 	if o.StallProbeAfter <= 0 {
-		o.StallProbeAfter = time.Second
+		o.StallProbeAfter = 500 * time.Millisecond
 	}
 	if o.StallProbeTimeout <= 0 {
-		o.StallProbeTimeout = time.Second
+		o.StallProbeTimeout = 500 * time.Millisecond
 	}
 }
 

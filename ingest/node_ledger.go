@@ -28,8 +28,12 @@ func (n *Node) openLedger(open *coordinator.OpenLedger) {
 		if !n.pauseUntilNewStream(open.Pause, reg.grants) {
 			return
 		}
-		w, err := n.createLedger(reg.grants.Epoch(), reg.incarnation, open.Snapshot)
-		if errors.Is(err, ledger.ErrStaleEpoch) { // a new leader; the session may know its epoch by now
+		epoch := reg.grants.Epoch()
+		w, err := n.createLedger(epoch, reg.incarnation, open.Snapshot)
+		if errors.Is(err, ledger.ErrStaleEpoch) { // a new leader: the session learns its epoch when it accepts our stream
+			if !n.waitForEpochAbove(epoch, staleEpochWait, reg.grants) {
+				return
+			}
 			w, err = n.createLedger(reg.grants.Epoch(), reg.incarnation, open.Snapshot)
 		}
 		incarnation := reg.incarnation
@@ -79,6 +83,23 @@ func (n *Node) pauseUntilNewStream(pause time.Duration, grants GrantSession) boo
 		}
 		if grants.Epoch() != epoch || grants.Streams() != streams {
 			return true
+		}
+	}
+	return true
+}
+
+// staleEpochWait bounds the wait for a new leader's epoch after a ledger
+// was refused as of an older one (the leader accepts the grant stream
+// within a few hundred milliseconds of its election).
+const staleEpochWait = time.Second
+
+// waitForEpochAbove waits until grants knows an epoch above epoch, at most
+// d. False if the node stopped meanwhile.
+func (n *Node) waitForEpochAbove(epoch int64, d time.Duration, grants GrantSession) bool {
+	end := time.Now().Add(d)
+	for grants.Epoch() <= epoch && time.Now().Before(end) {
+		if !n.sleep(10 * time.Millisecond) {
+			return false
 		}
 	}
 	return true

@@ -169,7 +169,8 @@ func (s *SequencerSession) run() {
 // stream ends.
 func (s *SequencerSession) serve() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	addr, err := sequencer.LeaderAddress(ctx, s.etcd)
+	leader, err := sequencer.Leader(ctx, s.etcd)
+	addr := leader.Addr
 	if err == nil && addr == "" {
 		err = fmt.Errorf("no sequencer leader")
 	}
@@ -193,25 +194,48 @@ func (s *SequencerSession) serve() error {
 		}
 		streams = pb.NewSequencerClient(conn)
 	}
-	streamCtx, cancelStream := context.WithCancel(context.Background())
-	defer cancelStream()
+	streamCtx, cancelStream := context.WithCancelCause(context.Background())
+	defer cancelStream(nil)
+	go s.dropWhenDeposed(streamCtx, leader, cancelStream)
 	client, err := sequencer.DialGrant(streamCtx, streams, s.incarnation, s.leaseID)
 	if err != nil {
 		if conn != nil {
 			conn.Close()
+		}
+		if cause := context.Cause(streamCtx); cause != nil {
+			return cause
 		}
 		return err
 	}
 	s.mu.Lock()
 	s.mu.client, s.mu.conn, s.mu.epoch = client, conn, max(s.mu.epoch, epoch)
 	s.mu.Unlock()
-	return s.relay(client)
+	return s.relay(streamCtx, client)
+}
+
+// errLeaderDeposed ends a stream whose leader's election key is gone: it
+// was evicted (paused, cut off) or resigned, and a stream to it, or one
+// still being set up, would only wait for the silence timeout.
+var errLeaderDeposed = errors.New("sequencer leader deposed: its election key is gone")
+
+// dropWhenDeposed cancels the stream to leader once its election key is
+// deleted, watching from the revision it was read at, until ctx ends. A
+// watch etcd cannot serve leaves the stream to the silence timeout.
+func (s *SequencerSession) dropWhenDeposed(ctx context.Context, leader sequencer.LeaderKey, cancel context.CancelCauseFunc) {
+	for resp := range s.etcd.Watch(ctx, leader.Key, clientv3.WithRev(leader.Revision+1)) {
+		for _, ev := range resp.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				cancel(errLeaderDeposed)
+				return
+			}
+		}
+	}
 }
 
 // relay hands the stream's frames to onFrame until the stream ends, the
-// session closes, or nothing arrived for opts.Silence (a dead or frozen
+// session closes, ctx ends (the leader was deposed), or nothing arrived for opts.Silence (a dead or frozen
 // leader, or a cut connection that TCP has not noticed).
-func (s *SequencerSession) relay(client *sequencer.GrantClient) error {
+func (s *SequencerSession) relay(ctx context.Context, client *sequencer.GrantClient) error {
 	silence := time.NewTimer(s.opts.Silence)
 	defer silence.Stop()
 	accepted := false // the leader sends a frame at once when it accepts the session
@@ -220,6 +244,9 @@ func (s *SequencerSession) relay(client *sequencer.GrantClient) error {
 		case <-s.stop:
 			client.Close()
 			return fmt.Errorf("session closed")
+		case <-ctx.Done():
+			client.Close()
+			return context.Cause(ctx)
 		case <-silence.C:
 			client.Close()
 			return fmt.Errorf("%w: nothing for %s", ErrGrantStreamSilent, s.opts.Silence)

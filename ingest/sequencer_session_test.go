@@ -95,3 +95,51 @@ func waitStream(ctx context.Context, t *testing.T, s *SequencerSession) {
 		}
 	}
 }
+
+// TestStreamToADeposedLeaderIsDroppedAtOnce: once a frozen leader's
+// election key is deleted (a standby evicted it), the stream to it is
+// dropped and its grants refused at once, not after the silence timeout,
+// and the session dials the leader etcd names now.
+func TestStreamToADeposedLeaderIsDroppedAtOnce(t *testing.T) {
+	cli := etcdtest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, keys.SeqElection+"/1", "frozen-leader:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, keys.SeqEpoch, "7"); err != nil {
+		t.Fatal(err)
+	}
+	frozen := frozenLeader{opened: make(chan struct{}, 16)}
+	next := frozenLeader{opened: make(chan struct{}, 16)}
+	local := func(addr string) sequencer.GrantStreamer {
+		if addr == "next-leader:1" {
+			return next
+		}
+		return frozen
+	}
+	const silence = 20 * time.Second
+	s := NewSequencerSession(cli, local, SessionOptions{Silence: silence}, "ingest-1", 0, func(uint64) {})
+	defer s.Close()
+
+	waitOpened(ctx, t, frozen.opened)
+	waitStream(ctx, t, s)
+	s.Grant(1, 10, 5)
+	if _, err := cli.Put(ctx, keys.SeqElection+"/2", "next-leader:1"); err != nil {
+		t.Fatal(err)
+	}
+	deposed := time.Now()
+	if _, err := cli.Delete(ctx, keys.SeqElection+"/1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-s.Replies():
+		if r.BatchID != 1 || r.Err == nil {
+			t.Fatalf("reply %+v, want batch 1 refused", r)
+		}
+	case <-time.After(silence / 2):
+		t.Fatal("a grant on a deposed leader's stream was not refused before the silence timeout")
+	}
+	waitOpened(ctx, t, next.opened)
+	t.Logf("stream moved to the next leader %v after the deposed one's key was deleted", time.Since(deposed).Round(time.Millisecond))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -38,9 +39,10 @@ const (
 	// connections refused before its lease is revoked.
 	leaderGoneFor = 450 * time.Millisecond
 	// leaderSilentFor is how long probes must have gone unanswered (or
-	// refused) before the lease of a leader seen for leaderSettleFor is
-	// revoked.
-	leaderSilentFor = 1500 * time.Millisecond
+	// refused) after a first unanswered one before the lease of a leader
+	// seen for leaderSettleFor is revoked: with the first probe's own
+	// timeout, 1.5 s of silence.
+	leaderSilentFor = time.Second
 	leaderSettleFor = 3 * time.Second
 )
 
@@ -139,17 +141,21 @@ func nameLeader(last *leaderKey, resp *clientv3.GetResponse, err error) *leaderK
 
 // evictGoneLeader probes the election's leader while this node campaigns
 // with lease own, and revokes the leader's lease once it is gone or silent
-// (goneTracker), at most once every leaderSettleFor. A revocation etcd
-// refuses (no raft leader yet) is tried again every probe interval without
-// probing. It returns when ctx ends.
+// (goneTracker), at most once every leaderSettleFor. etcd is asked who
+// leads beside the probes, not before each, so a probe never waits on an
+// etcd that elects; an unanswered probe counts as silence until its
+// timeout. A revocation etcd refuses (no raft leader yet) is tried again
+// every probe interval without probing. It returns when ctx ends.
 func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, own clientv3.LeaseID) {
 	if n.cfg.ProbeLeader == nil {
 		return
 	}
+	var named atomic.Pointer[leaderKey] // the leader etcd named last
+	go followLeader(ctx, el, &named)
 	var gone goneTracker
 	var revoked time.Time // when this standby last revoked a leader's lease
-	var named *leaderKey  // the leader etcd named last
 	var due *leaderKey    // a leader found gone or silent, its lease not revoked yet
+	var done clientv3.LeaseID
 	tick := time.NewTicker(leaderProbeEvery)
 	defer tick.Stop()
 	for {
@@ -159,14 +165,10 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 		case <-tick.C:
 		}
 		if due == nil {
-			lctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
-			resp, err := el.Leader(lctx)
-			cancel()
-			named = nameLeader(named, resp, err)
-			if named == nil || named.lease == own || named.lease == 0 {
+			leader := named.Load()
+			if leader == nil || leader.lease == own || leader.lease == 0 || leader.lease == done {
 				continue
 			}
-			probed := time.Now()
 			outcome := probeRefused
 			// A key of an earlier term of this process (its lease could not
 			// be revoked while etcd elected) is stale for certain: no rate
@@ -174,16 +176,22 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 			// earlier process's (probing it would reach this one), but two
 			// processes misconfigured to advertise one address must not
 			// depose each other faster than the limit.
-			ownStale := n.heldLease(named.lease)
-			if !ownStale && named.addr != n.cfg.Address {
+			ownStale := n.heldLease(leader.lease)
+			if !ownStale && leader.addr != n.cfg.Address {
 				pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
-				outcome = outcomeOf(n.cfg.ProbeLeader(pctx, named.addr))
+				outcome = outcomeOf(n.cfg.ProbeLeader(pctx, leader.addr))
 				cancel()
 			}
-			if !gone.observe(probed, named.lease, outcome) || !ownStale && time.Since(revoked) < leaderSettleFor {
+			probed := time.Now() // after the probe: an unanswered one covers its timeout
+			evict := gone.observe(probed, leader.lease, outcome)
+			if outcome != probeAnswered {
+				n.cfg.Logger.Debug("sequencer: the leader did not answer a probe", "leader", leader.addr,
+					"refused", outcome == probeRefused, "seen_for", probed.Sub(gone.seen).Round(time.Millisecond))
+			}
+			if !evict || !ownStale && time.Since(revoked) < leaderSettleFor {
 				continue
 			}
-			due = named
+			due = leader
 			if !ownStale {
 				revoked = time.Now()
 			}
@@ -198,7 +206,25 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 		n.cfg.Logger.Warn("sequencer: the leader was gone or silent; revoked its election lease", "leader", due.addr,
 			"lease", fmt.Sprintf("%x", int64(due.lease)), "for", time.Since(gone.since).Round(time.Millisecond),
 			"refused", gone.refusedOnly, "already_expired", err != nil)
-		due, named, gone = nil, nil, goneTracker{}
+		done, due, gone = due.lease, nil, goneTracker{}
+	}
+}
+
+// followLeader keeps named at the leader etcd names (nameLeader), asking
+// every leaderProbeEvery until ctx ends.
+func followLeader(ctx context.Context, el *concurrency.Election, named *atomic.Pointer[leaderKey]) {
+	tick := time.NewTicker(leaderProbeEvery)
+	defer tick.Stop()
+	for {
+		lctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+		resp, err := el.Leader(lctx)
+		cancel()
+		named.Store(nameLeader(named.Load(), resp, err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 

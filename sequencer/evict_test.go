@@ -36,11 +36,12 @@ func TestGoneTrackerEvictsARefusingLeaderAfterThreeProbesOverTheWindow(t *testin
 		{3150, 9, silent, false},
 		{4600, 9, silent, false}, // silent for 2.95 s, seen for as long
 		{4640, 9, ok, false},
-		// Seen for 3 s: silent for 1.5 s over three probes evicts it.
+		// Seen for 3 s: silent for 1 s over three probes after a first
+		// unanswered one evicts it.
 		{5000, 9, silent, false},
 		{5500, 9, refused, false}, // mixed with refusals: the silent rule
-		{6000, 9, silent, false},
-		{6500, 9, silent, true},
+		{5900, 9, silent, false},
+		{6000, 9, silent, true},
 	}
 	var g goneTracker
 	t0 := time.Unix(0, 0)

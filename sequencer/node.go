@@ -374,12 +374,26 @@ func (n *Node) Ready() error {
 // LeaderAddress returns the address of the current sequencer leader, or ""
 // if there is none.
 func LeaderAddress(ctx context.Context, cli *clientv3.Client) (string, error) {
+	leader, err := Leader(ctx, cli)
+	return leader.Addr, err
+}
+
+// LeaderKey is the current sequencer leader's election key: its address,
+// the key, and the etcd revision it was read at.
+type LeaderKey struct {
+	Addr, Key string
+	Revision  int64
+}
+
+// Leader returns the current sequencer leader's key (Addr "" if there is
+// none).
+func Leader(ctx context.Context, cli *clientv3.Client) (LeaderKey, error) {
 	resp, err := cli.Get(ctx, keys.SeqElection+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 	if err != nil {
-		return "", err
+		return LeaderKey{}, err
 	}
 	if len(resp.Kvs) == 0 {
-		return "", nil
+		return LeaderKey{Revision: resp.Header.Revision}, nil
 	}
-	return string(resp.Kvs[0].Value), nil
+	return LeaderKey{Addr: string(resp.Kvs[0].Value), Key: string(resp.Kvs[0].Key), Revision: resp.Header.Revision}, nil
 }
