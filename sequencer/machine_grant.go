@@ -89,12 +89,19 @@ func (m *Machine) KnowsLedger(id uint64) bool { _, ok := m.ledgers[id]; return o
 
 // RequestGrant queues Grant(count, ledger) from a session. Requests are
 // answered in arrival order; a request waits while the reservation is
-// being extended.
+// being extended, and while the leader takes over.
 func (m *Machine) RequestGrant(now time.Duration, id SessionID, requestID, ledgerID, count uint64) {
 	m.Heard(now, id)
 	req := grantRequest{session: id, requestID: requestID, ledger: ledgerID, count: count}
-	if m.phase != phaseServing {
+	switch m.phase {
+	case phaseDeposed:
 		m.reply(req, StatusNotLeader, Range{})
+		return
+	case phaseTakeover, phaseReserving:
+		// A leader still taking over answers once it grants (drain then):
+		// refused, the ingest node would close its ledger and back off
+		// (coordinator.RefusalPause) past the moment it could be granted.
+		m.pending = append(m.pending, req)
 		return
 	}
 	if len(m.pending) == 0 && m.grantNow(req) {
@@ -125,6 +132,9 @@ func (m *Machine) grantNow(req grantRequest) bool {
 // drain answers queued requests in order until one must wait for the
 // reservation.
 func (m *Machine) drain() {
+	if m.phase != phaseServing {
+		return
+	}
 	i := 0
 	for ; i < len(m.pending); i++ {
 		if !m.grantNow(m.pending[i]) {

@@ -134,6 +134,9 @@ func TestChaos(t *testing.T) {
 		resumed = append(resumed, all)
 		etcdBack = append(etcdBack, <-etcd)
 		t.Logf("cycle %d: etcd wrote again %v after the fault", cycle, etcdBack[cycle].Round(time.Millisecond))
+		for _, note := range w.TakeRetries() {
+			t.Logf("cycle %d: HTTP retry: %s", cycle, note)
+		}
 		if f.Kind == Pause || f.Kind == Partition {
 			pause(ctx, time.Until(f.At.Add(faultHold)))
 		}

@@ -44,6 +44,28 @@ type Workload struct {
 	// causes (a fenced producer, a refused seq, a malformed answer).
 	errs chan error
 	wg   sync.WaitGroup
+	// retries notes each failed HTTP attempt (the node, the error), for
+	// the cycle's log: HTTP producers cannot probe a node as gRPC clients
+	// do, and where their time went is otherwise invisible.
+	retries struct {
+		sync.Mutex
+		notes []string
+	}
+}
+
+func (w *Workload) noteRetry(format string, args ...any) {
+	w.retries.Lock()
+	w.retries.notes = append(w.retries.notes, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+	w.retries.Unlock()
+}
+
+// TakeRetries returns the HTTP retries noted since the last call.
+func (w *Workload) TakeRetries() []string {
+	w.retries.Lock()
+	defer w.retries.Unlock()
+	notes := w.retries.notes
+	w.retries.notes = nil
+	return notes
 }
 
 func NewWorkload() *Workload {
@@ -150,8 +172,11 @@ func (w *Workload) HTTPProducer(ctx context.Context, httpAddrs []string, name st
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
+		// An HTTP client cannot probe a node as the gRPC producer does: it
+		// times out. Acks take milliseconds; 2 s leaves room for a
+		// sequencer failover, and a move off a live node is a clean handover.
 		p := &httpProducer{w: w, name: name, addrs: httpAddrs, keys: idempotencyKeys,
-			client: &http.Client{Timeout: 3 * time.Second}}
+			client: &http.Client{Timeout: 2 * time.Second}}
 		p.run(ctx)
 	}()
 }
@@ -190,6 +215,7 @@ func (p *httpProducer) run(ctx context.Context) {
 				p.w.fail(fmt.Errorf("%s: seq %d: %w", p.name, seq, err))
 				return
 			}
+			p.w.noteRetry("%s seq %d on %s: %v", p.name, seq, p.addr(), err)
 			p.next++ // the node failed: the same message goes to the next
 			pause(ctx, 50*time.Millisecond)
 		}
