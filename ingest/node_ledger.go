@@ -30,7 +30,7 @@ func (n *Node) openLedger(open *coordinator.OpenLedger) {
 		}
 		epoch := reg.grants.Epoch()
 		w, err := n.createLedger(epoch, reg.incarnation, open.Snapshot)
-		if errors.Is(err, ledger.ErrStaleEpoch) { // a new leader: the session learns its epoch when it accepts our stream
+		if errors.Is(err, ledger.ErrStaleEpoch) { // a new leader: the session learns its epoch when its stream to it opens
 			if !n.waitForEpochAbove(epoch, staleEpochWait, reg.grants) {
 				return
 			}
@@ -89,8 +89,9 @@ func (n *Node) pauseUntilNewStream(pause time.Duration, grants GrantSession) boo
 }
 
 // staleEpochWait bounds the wait for a new leader's epoch after a ledger
-// was refused as of an older one (the leader accepts the grant stream
-// within a few hundred milliseconds of its election).
+// was refused as of an older one: the epoch is written first thing in a
+// takeover, and the session reads it when it opens a stream to the new
+// leader; the ledger is tried again either way.
 const staleEpochWait = time.Second
 
 // waitForEpochAbove waits until grants knows an epoch above epoch, at most

@@ -223,6 +223,9 @@ var errLeaderDeposed = errors.New("sequencer leader deposed: its election key is
 // watch etcd cannot serve leaves the stream to the silence timeout.
 func (s *SequencerSession) dropWhenDeposed(ctx context.Context, leader sequencer.LeaderKey, cancel context.CancelCauseFunc) {
 	for resp := range s.etcd.Watch(ctx, leader.Key, clientv3.WithRev(leader.Revision+1)) {
+		if resp.Err() != nil { // compacted, say: the silence timeout stays
+			return
+		}
 		for _, ev := range resp.Events {
 			if ev.Type == clientv3.EventTypeDelete {
 				cancel(errLeaderDeposed)
@@ -244,7 +247,7 @@ func (s *SequencerSession) relay(ctx context.Context, client *sequencer.GrantCli
 		case <-s.stop:
 			client.Close()
 			return fmt.Errorf("session closed")
-		case <-ctx.Done():
+		case <-ctx.Done(): // frames still buffered are dropped: their grants become holes (invariant H)
 			client.Close()
 			return context.Cause(ctx)
 		case <-silence.C:

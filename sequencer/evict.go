@@ -79,21 +79,23 @@ func outcomeOf(err error) probeOutcome {
 }
 
 // goneTracker is the eviction rule as a plain state machine: it is fed
-// probe outcomes and says when the leader identified by lease has been
-// gone or silent long enough.
+// probe outcomes and says when the leader at an address has been gone or
+// silent long enough. It follows the address, not the election key: a
+// process's stale key of an earlier term that leads once its current key
+// is revoked is the same gone process.
 type goneTracker struct {
-	lease       clientv3.LeaseID
-	seen        time.Time // when this tracker first saw lease lead
+	addr        string
+	seen        time.Time // when this tracker first saw addr lead
 	since       time.Time // first probe of the current run of failed probes
 	probes      int       // probes in that run
 	refusedOnly bool      // every probe of the run was refused
 }
 
-// observe records one probe of the leader holding lease; true when the
-// lease should be revoked.
-func (g *goneTracker) observe(now time.Time, lease clientv3.LeaseID, outcome probeOutcome) bool {
-	if lease != g.lease {
-		*g = goneTracker{lease: lease, seen: now}
+// observe records one probe of the leader at addr; true when its lease
+// should be revoked.
+func (g *goneTracker) observe(now time.Time, addr string, outcome probeOutcome) bool {
+	if addr != g.addr {
+		*g = goneTracker{addr: addr, seen: now}
 	}
 	if outcome == probeAnswered {
 		g.probes = 0
@@ -114,19 +116,22 @@ func (g *goneTracker) observe(now time.Time, lease clientv3.LeaseID, outcome pro
 	return failing >= leaderSilentFor && now.Sub(g.seen) >= leaderSettleFor
 }
 
-// leaderKey is the election key etcd named the leader's.
+// leaderKey is the election key etcd named the leader's, and when etcd
+// last named it.
 type leaderKey struct {
-	addr  string
-	lease clientv3.LeaseID
+	addr    string
+	lease   clientv3.LeaseID
+	created int64 // the key's create revision
+	named   time.Time
 }
 
-// nameLeader is the leader to probe after etcd answered resp, err to an
-// Election.Leader call: the key it names, none when it has none, and the
-// one it named last when it cannot answer. etcd cannot answer while its
-// raft elects, most often because the leader's node also led etcd: the
-// probes go on meanwhile, so the lease is revoked as soon as etcd has a
-// raft leader again rather than a probe window after that.
-func nameLeader(last *leaderKey, resp *clientv3.GetResponse, err error) *leaderKey {
+// nameLeader is the leader to probe after etcd answered resp, err at now
+// to an Election.Leader call: the key it names, none when it has none, and
+// the one it named last (named then) when it cannot answer. etcd cannot
+// answer while its raft elects, most often because the leader's node also
+// led etcd: the probes go on meanwhile, so the lease can be revoked as
+// soon as etcd answers again rather than a probe window after that.
+func nameLeader(last *leaderKey, resp *clientv3.GetResponse, err error, now time.Time) *leaderKey {
 	switch {
 	case errors.Is(err, concurrency.ErrElectionNoLeader):
 		return nil
@@ -136,7 +141,7 @@ func nameLeader(last *leaderKey, resp *clientv3.GetResponse, err error) *leaderK
 		return nil
 	}
 	kv := resp.Kvs[0]
-	return &leaderKey{addr: string(kv.Value), lease: clientv3.LeaseID(kv.Lease)}
+	return &leaderKey{addr: string(kv.Value), lease: clientv3.LeaseID(kv.Lease), created: kv.CreateRevision, named: now}
 }
 
 // evictGoneLeader probes the election's leader while this node campaigns
@@ -144,8 +149,10 @@ func nameLeader(last *leaderKey, resp *clientv3.GetResponse, err error) *leaderK
 // (goneTracker), at most once every leaderSettleFor. etcd is asked who
 // leads beside the probes, not before each, so a probe never waits on an
 // etcd that elects; an unanswered probe counts as silence until its
-// timeout. A revocation etcd refuses (no raft leader yet) is tried again
-// every probe interval without probing. It returns when ctx ends.
+// timeout. A revocation needs etcd to have named the same leader after
+// the failed probe began: probes made while etcd could not answer this
+// node may have failed because this node was the one cut off, and the
+// leader may answer now. It returns when ctx ends.
 func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, own clientv3.LeaseID) {
 	if n.cfg.ProbeLeader == nil {
 		return
@@ -153,8 +160,11 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 	var named atomic.Pointer[leaderKey] // the leader etcd named last
 	go followLeader(ctx, el, &named)
 	var gone goneTracker
-	var revoked time.Time // when this standby last revoked a leader's lease
-	var due *leaderKey    // a leader found gone or silent, its lease not revoked yet
+	// revoked is when this standby last revoked a leader's lease, whose
+	// address was revokedAddr, at etcd revision revokedRev.
+	var revoked time.Time
+	var revokedAddr string
+	var revokedRev int64
 	var done clientv3.LeaseID
 	tick := time.NewTicker(leaderProbeEvery)
 	defer tick.Stop()
@@ -164,50 +174,68 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 			return
 		case <-tick.C:
 		}
-		if due == nil {
-			leader := named.Load()
-			if leader == nil || leader.lease == own || leader.lease == 0 || leader.lease == done {
-				continue
-			}
-			outcome := probeRefused
-			// A key of an earlier term of this process (its lease could not
-			// be revoked while etcd elected) is stale for certain: no rate
-			// limit. Another key at this node's address is most likely an
-			// earlier process's (probing it would reach this one), but two
-			// processes misconfigured to advertise one address must not
-			// depose each other faster than the limit.
-			ownStale := n.heldLease(leader.lease)
-			if !ownStale && leader.addr != n.cfg.Address {
-				pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
-				outcome = outcomeOf(n.cfg.ProbeLeader(pctx, leader.addr))
-				cancel()
-			}
-			probed := time.Now() // after the probe: an unanswered one covers its timeout
-			evict := gone.observe(probed, leader.lease, outcome)
-			if outcome != probeAnswered {
-				n.cfg.Logger.Debug("sequencer: the leader did not answer a probe", "leader", leader.addr,
-					"refused", outcome == probeRefused, "seen_for", probed.Sub(gone.seen).Round(time.Millisecond))
-			}
-			if !evict || !ownStale && time.Since(revoked) < leaderSettleFor {
-				continue
-			}
-			due = leader
-			if !ownStale {
-				revoked = time.Now()
-			}
-		}
-		rctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
-		_, err := n.cfg.Etcd.Revoke(rctx, due.lease)
-		cancel()
-		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) { // etcd has no raft leader yet, say
-			n.cfg.Logger.Debug("sequencer: revoking a gone leader's election lease failed", "leader", due.addr, "err", err)
+		leader := named.Load()
+		if leader == nil || leader.lease == own || leader.lease == 0 || leader.lease == done {
 			continue
 		}
-		n.cfg.Logger.Warn("sequencer: the leader was gone or silent; revoked its election lease", "leader", due.addr,
-			"lease", fmt.Sprintf("%x", int64(due.lease)), "for", time.Since(gone.since).Round(time.Millisecond),
-			"refused", gone.refusedOnly, "already_expired", err != nil)
-		done, due, gone = due.lease, nil, goneTracker{}
+		began := time.Now()
+		outcome := probeRefused
+		// A key of an earlier term of this process (its lease could not be
+		// revoked while etcd elected) is stale for certain: no rate limit.
+		// Another key at this node's address is most likely an earlier
+		// process's (probing it would reach this one), but two processes
+		// misconfigured to advertise one address must not depose each
+		// other faster than the limit.
+		ownStale := n.heldLease(leader.lease)
+		if !ownStale && leader.addr != n.cfg.Address {
+			pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+			outcome = outcomeOf(n.cfg.ProbeLeader(pctx, leader.addr))
+			cancel()
+		}
+		probed := time.Now() // after the probe: an unanswered one covers its timeout
+		evict := gone.observe(probed, leader.addr, outcome)
+		if outcome != probeAnswered {
+			n.cfg.Logger.Debug("sequencer: the leader did not answer a probe", "leader", leader.addr,
+				"refused", outcome == probeRefused, "seen_for", probed.Sub(gone.seen).Round(time.Millisecond))
+		}
+		// The rate limit keeps two standbys cut off from each other from
+		// deposing each other back and forth; it does not hold back another
+		// key of the process just evicted that was queued before (a stale
+		// key of an earlier term), which would lead for a TTL otherwise.
+		sameProcess := leader.addr == revokedAddr && leader.created < revokedRev
+		if !evict || !namedSince(named.Load(), leader.lease, began) ||
+			!ownStale && !sameProcess && time.Since(revoked) < leaderSettleFor {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+		resp, err := n.cfg.Etcd.Revoke(rctx, leader.lease)
+		cancel()
+		switch {
+		case errors.Is(err, rpctypes.ErrLeaseNotFound): // another standby, or the TTL, was first
+			n.cfg.Logger.Info("sequencer: the leader was gone or silent; its election lease was gone already",
+				"leader", leader.addr, "lease", fmt.Sprintf("%x", int64(leader.lease)))
+		case err != nil: // the next failed probe tries again
+			n.cfg.Logger.Debug("sequencer: revoking a gone leader's election lease failed", "leader", leader.addr, "err", err)
+			continue
+		default:
+			if !ownStale && !sameProcess {
+				revoked = time.Now()
+			}
+			revokedAddr, revokedRev = leader.addr, resp.Header.Revision
+			n.cfg.Logger.Warn("sequencer: the leader was gone or silent; revoked its election lease", "leader", leader.addr,
+				"lease", fmt.Sprintf("%x", int64(leader.lease)), "for", time.Since(gone.since).Round(time.Millisecond),
+				"refused", gone.refusedOnly)
+		}
+		// The tracker stays: another key at this address that leads next is
+		// the same silent process.
+		done = leader.lease
 	}
+}
+
+// namedSince says whether etcd named the leader holding lease after
+// began (when the failed probe that decided its eviction began).
+func namedSince(latest *leaderKey, lease clientv3.LeaseID, began time.Time) bool {
+	return latest != nil && latest.lease == lease && latest.named.After(began)
 }
 
 // followLeader keeps named at the leader etcd names (nameLeader), asking
@@ -219,7 +247,7 @@ func followLeader(ctx context.Context, el *concurrency.Election, named *atomic.P
 		lctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
 		resp, err := el.Leader(lctx)
 		cancel()
-		named.Store(nameLeader(named.Load(), resp, err))
+		named.Store(nameLeader(named.Load(), resp, err, time.Now()))
 		select {
 		case <-ctx.Done():
 			return

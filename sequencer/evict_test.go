@@ -2,6 +2,7 @@ package sequencer
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func TestGoneTrackerEvictsARefusingLeaderAfterThreeProbesOverTheWindow(t *testin
 	t0 := time.Unix(0, 0)
 	for i, s := range steps {
 		at := t0.Add(time.Duration(s.ms) * time.Millisecond)
-		if got := g.observe(at, clientv3.LeaseID(s.lease), s.outcome); got != s.evict {
+		if got := g.observe(at, fmt.Sprint(s.lease), s.outcome); got != s.evict {
 			t.Fatalf("step %d (%d ms, lease %d, outcome %d): evict %v, want %v", i, s.ms, s.lease, s.outcome, got, s.evict)
 		}
 	}
@@ -57,21 +58,44 @@ func TestStandbyKeepsProbingTheLastNamedLeaderWhileEtcdCannotAnswer(t *testing.T
 	kv := func(addr string, lease int64) *clientv3.GetResponse {
 		return &clientv3.GetResponse{Kvs: []*mvccpb.KeyValue{{Value: []byte(addr), Lease: lease}}}
 	}
-	a := nameLeader(nil, kv("a:1", 7), nil)
-	if a == nil || a.addr != "a:1" || a.lease != 7 {
-		t.Fatalf("named %+v, want a:1 with lease 7", a)
+	t0 := time.Unix(100, 0)
+	a := nameLeader(nil, kv("a:1", 7), nil, t0)
+	if a == nil || a.addr != "a:1" || a.lease != 7 || !a.named.Equal(t0) {
+		t.Fatalf("named %+v, want a:1 with lease 7 named at t0", a)
 	}
 	// etcd's raft elects (the leader's node led it too): keep probing a.
-	if got := nameLeader(a, nil, context.DeadlineExceeded); got != a {
+	if got := nameLeader(a, nil, context.DeadlineExceeded, t0.Add(time.Second)); got != a {
 		t.Fatalf("while etcd cannot answer: named %+v, want the last named %+v", got, a)
 	}
-	if got := nameLeader(a, nil, concurrency.ErrElectionNoLeader); got != nil {
+	if got := nameLeader(a, nil, concurrency.ErrElectionNoLeader, t0); got != nil {
 		t.Fatalf("with no leader: named %+v, want none", got)
 	}
-	if got := nameLeader(a, kv("b:1", 8), nil); got == nil || got.addr != "b:1" {
+	if got := nameLeader(a, kv("b:1", 8), nil, t0); got == nil || got.addr != "b:1" {
 		t.Fatalf("named %+v, want b:1", got)
 	}
-	if got := nameLeader(nil, nil, context.DeadlineExceeded); got != nil {
+	if got := nameLeader(nil, nil, context.DeadlineExceeded, t0); got != nil {
 		t.Fatalf("never named: %+v, want none", got)
+	}
+}
+
+// TestStandbyRevokesOnlyALeaderEtcdNamedAfterTheFailedProbeBegan: probes
+// made while etcd could not answer this standby may have failed because
+// the standby was the one cut off; the revocation waits for etcd to name
+// the same leader again after a failed probe began.
+func TestStandbyRevokesOnlyALeaderEtcdNamedAfterTheFailedProbeBegan(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	kv := &clientv3.GetResponse{Kvs: []*mvccpb.KeyValue{{Value: []byte("a:1"), Lease: 7}}}
+	cached := nameLeader(nil, kv, nil, t0)                                            // named before the standby was cut off
+	stale := nameLeader(cached, nil, context.DeadlineExceeded, t0.Add(3*time.Second)) // etcd silent since
+	began := t0.Add(2 * time.Second)
+	if namedSince(stale, 7, began) {
+		t.Fatal("revocable on a leader etcd last named before the failed probe began")
+	}
+	if !namedSince(nameLeader(stale, kv, nil, began.Add(time.Millisecond)), 7, began) {
+		t.Fatal("not revocable once etcd named the leader again after the probe began")
+	}
+	other := &clientv3.GetResponse{Kvs: []*mvccpb.KeyValue{{Value: []byte("b:1"), Lease: 8}}}
+	if namedSince(nameLeader(stale, other, nil, began.Add(time.Millisecond)), 7, began) {
+		t.Fatal("revocable although etcd now names another leader")
 	}
 }

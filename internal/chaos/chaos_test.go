@@ -351,8 +351,12 @@ func printUnavailability(t *testing.T, ops []history.Op, faults []*Fault, resume
 		if len(first[kind]) == 0 {
 			continue
 		}
+		etcdP50, etcdMax := "n/a", "n/a" // a cycle whose etcd probe gave up
+		if !slices.Contains(etcd[kind], -1) {
+			etcdP50, etcdMax = p50(etcd[kind]).String(), slices.Max(etcd[kind]).Round(time.Millisecond).String()
+		}
 		t.Logf("%-22s %6d %10s %10s %10s %10s %10s %10s", kind, len(first[kind]), p50(first[kind]), slices.Max(first[kind]).Round(time.Millisecond),
-			p50(all[kind]), slices.Max(all[kind]).Round(time.Millisecond), p50(etcd[kind]), slices.Max(etcd[kind]).Round(time.Millisecond))
+			p50(all[kind]), slices.Max(all[kind]).Round(time.Millisecond), etcdP50, etcdMax)
 	}
 }
 

@@ -453,7 +453,7 @@ func (c *Cluster) etcdClient() (*clientv3.Client, []*Node, error) {
 // etcd members of the nodes other than faulty: etcd's own recovery from
 // the fault, the reference the harness sets writes' recovery against
 // (orderlog can write no sooner than etcd can elect). It gives up at
-// deadline.
+// deadline and returns -1 (shown as "n/a").
 func (c *Cluster) EtcdWritable(ctx context.Context, faulty *Node, since time.Time, deadline time.Duration) time.Duration {
 	var endpoints []string
 	for _, n := range c.Nodes {
@@ -463,7 +463,7 @@ func (c *Cluster) EtcdWritable(ctx context.Context, faulty *Node, since time.Tim
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		return deadline
+		return -1
 	}
 	defer cli.Close()
 	for time.Since(since) < deadline && ctx.Err() == nil {
@@ -475,7 +475,7 @@ func (c *Cluster) EtcdWritable(ctx context.Context, faulty *Node, since time.Tim
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return deadline
+	return -1
 }
 
 // SequencerLeader is the node whose sequencer leads (the oldest election

@@ -10,13 +10,17 @@ import (
 
 // An HTTP producer cannot probe a node's Producer health the way the gRPC
 // client does when its frames stall: it waits for its own timeout. A node
-// that is cut off (canOwnProducers: no grant stream and no etcd quorum)
-// therefore answers its HTTP producers 503 UNAVAILABLE at once, and ends
-// the requests already waiting when it finds itself cut off, so they retry
-// on a node that can log them. Ending a waiting request is as safe as a
-// client's timeout: the producer's sequence numbers (or its Idempotency-Key)
-// make the retry exactly-once, and the node taking the producer over fences
-// this one before it logs anything.
+// that cannot own producers (canOwnProducers: not registered, or cut off,
+// with neither a grant stream nor the etcd quorum for 1 s) therefore
+// answers its HTTP producers 503 UNAVAILABLE at once, and ends the
+// requests already waiting with 504 TIMEOUT (outcome unknown) when it
+// finds itself so, so they retry on a node that can log them. Ending a
+// waiting request is as safe as a client's timeout: the producer's
+// sequence numbers (or its Idempotency-Key) make the retry exactly-once,
+// and the node taking the producer over fences this one first. While etcd
+// elects a raft leader and no sequencer grants, every node is in that
+// state for a second or two, and HTTP producers go round the nodes until
+// one can log them.
 const cutOffCheckEvery = 250 * time.Millisecond
 
 // cutOffError is the cause a waiting request is cancelled with.
@@ -55,7 +59,9 @@ func whileConnected[T any](ctx context.Context, cutOff func() error, call func(c
 	v, err := call(ctx)
 	var cut cutOffError
 	if err != nil && errors.As(context.Cause(ctx), &cut) {
-		return zero, apierr.New(apierr.Unavailable, "this node was cut off while the request waited (%v): retry on another node", cut.reason)
+		// The frames may be logged still (the node may reconnect): the
+		// outcome is unknown, and the retry must carry the same seq or key.
+		return zero, apierr.New(apierr.Timeout, "this node was cut off while the request waited (%v): outcome unknown; retry on another node with the same producer seq or key", cut.reason)
 	}
 	return v, err
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -114,7 +115,10 @@ type readiness struct {
 	server *Server
 	health *health.Server
 	events event.Listener
-	mu     struct {
+	// refused is why this node cannot own producers now (nil: it can),
+	// as of the last refresh.
+	refused atomic.Pointer[error]
+	mu      struct {
 		sync.Mutex
 		known  bool
 		ready  bool
@@ -168,13 +172,25 @@ func (r *readiness) refresh() error {
 		// node waits alike, and moving would only hand producers around;
 		// a node that has neither a grant stream nor the etcd quorum is cut
 		// off, though (quorum.go).
-		r.health.SetServingStatus(orderlogpb.Producer_ServiceDesc.ServiceName, servingStatus(r.server.canOwnProducers()))
+		refused := r.server.canOwnProducers()
+		r.refused.Store(&refused)
+		r.health.SetServingStatus(orderlogpb.Producer_ServiceDesc.ServiceName, servingStatus(refused))
 	}
 	err := overall(roles)
 	r.health.SetServingStatus("", servingStatus(err))
 	r.health.SetServingStatus(orderlogpb.Admin_ServiceDesc.ServiceName, servingStatus(err))
 	r.note(err)
 	return err
+}
+
+// producersRefused is canOwnProducers as the last refresh found it, for
+// every HTTP producer call to read cheaply (cutoff.go); nil before the
+// first refresh.
+func (r *readiness) producersRefused() error {
+	if err := r.refused.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // canOwnProducers is the Producer health status's reason (nil: SERVING).

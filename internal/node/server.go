@@ -365,10 +365,7 @@ func (s *Server) startHTTP() error {
 	var handler http.Handler
 	var mux *http.ServeMux
 	if s.ingest != nil {
-		svc := httpService{service: newService(s.cli, s.ingest, s.reader, s.status)}
-		if s.ingest != nil {
-			svc.cutOff = s.canOwnProducers
-		}
+		svc := httpService{service: newService(s.cli, s.ingest, s.reader, s.status), cutOff: s.readiness.producersRefused}
 		api, err := httpapi.NewHandler(svc, s.cfg.HTTPLimits)
 		if err != nil {
 			return err
