@@ -60,17 +60,22 @@ func NewCluster(binary, dir string, n int, extraArgs []string) (*Cluster, error)
 	c := &Cluster{binary: binary, logDir: dir}
 	c.mu.pids = make(map[string]int)
 	var members []string
+	// Every port, the nodes' and the proxies', is reserved at once: a
+	// proxy listening on a port of its own choosing could take a node's
+	// port freed a moment before, and that node would not start (or,
+	// restarted, would find its port taken).
+	ports, err := freePorts(6 * n)
+	if err != nil {
+		return nil, err
+	}
 	for i := range n {
 		node := &Node{Name: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1))}
-		ports, err := freePorts(4)
-		if err != nil {
+		p := ports[6*i : 6*i+6]
+		node.grpcListen, node.HTTPAddr, node.EtcdClient, node.EtcdPeer = p[0], p[1], p[2], p[3]
+		if node.PeerProxy, err = NewProxy(p[4], node.EtcdPeer, c.owner); err != nil {
 			return nil, err
 		}
-		node.grpcListen, node.HTTPAddr, node.EtcdClient, node.EtcdPeer = ports[0], ports[1], ports[2], ports[3]
-		if node.PeerProxy, err = NewProxy(node.EtcdPeer, c.owner); err != nil {
-			return nil, err
-		}
-		if node.GRPCProxy, err = NewProxy(node.grpcListen, c.owner); err != nil {
+		if node.GRPCProxy, err = NewProxy(p[5], node.grpcListen, c.owner); err != nil {
 			return nil, err
 		}
 		node.GRPCAddr = node.GRPCProxy.Addr()

@@ -39,9 +39,10 @@ func (l *link) close() {
 	l.server.Close()
 }
 
-// NewProxy listens on a free loopback port and forwards to target.
-func NewProxy(target string, owner func(net.Conn) string) (*Proxy, error) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
+// NewProxy listens on listen (a loopback address; port 0 for any free
+// one) and forwards to target.
+func NewProxy(listen, target string, owner func(net.Conn) string) (*Proxy, error) {
+	listener, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, err
 	}

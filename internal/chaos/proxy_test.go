@@ -45,7 +45,7 @@ func roundTrip(addr string) error {
 
 func TestProxyBlocksASourceAndCutsItsConnections(t *testing.T) {
 	self := map[string]int{"me": os.Getpid()}
-	p, err := NewProxy(echoServer(t), func(c net.Conn) string { return socketOwner(c, self) })
+	p, err := NewProxy("127.0.0.1:0", echoServer(t), func(c net.Conn) string { return socketOwner(c, self) })
 	if err != nil {
 		t.Fatal(err)
 	}
