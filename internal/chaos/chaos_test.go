@@ -104,7 +104,7 @@ func TestChaos(t *testing.T) {
 		defer tc.Close()
 		w.Tailer(ctx, tc, fmt.Sprintf("t%d", i))
 	}
-	producers := []string{"g0", "g1", "g2", "h0", "k0"}
+	producers := append(slices.Clone(grpcProducers), "h0", "k0")
 	waitAcked(t, w.Recorder, producers, time.Time{}, true)
 
 	kinds := FaultKinds
@@ -243,6 +243,9 @@ func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, resumed
 	printUnavailability(t, ops, faults, resumed, etcdBack)
 }
 
+// grpcProducers are the workload's gRPC producers (h0 and k0 use HTTP).
+var grpcProducers = []string{"g0", "g1", "g2"}
+
 // maxPagesChecked bounds the tailed pages porcupine checks: a long run
 // tails tens of thousands, and placing each read made the search time out
 // (112,492 operations in 2 minutes). Every page is checked against the full
@@ -323,30 +326,51 @@ func verdict(r porcupine.CheckResult) string {
 }
 
 // printUnavailability prints, per fault kind, the cycles and the time from
-// the fault to the next acknowledgement of any producer ("first") and of
-// every producer ("all"), p50 and max, and beside them the same-run
-// reference: the time to etcd's first write on the other nodes' members
-// ("etcd"), the floor under any recovery that needs etcd.
+// the fault to the next acknowledgement of any producer ("first"), of
+// every gRPC producer ("grpc": clients that probe a stalled node and move
+// on) and of every producer ("all": the HTTP ones, which can only time
+// out, too), p50 and max, and beside them the same-run reference: the
+// time to etcd's first write on the other nodes' members ("etcd"), the
+// floor under any recovery that needs etcd.
 func printUnavailability(t *testing.T, ops []history.Op, faults []*Fault, resumed, etcdBack []time.Duration) {
 	first := map[string][]time.Duration{}
+	grpc := map[string][]time.Duration{}
 	all := map[string][]time.Duration{}
 	etcd := map[string][]time.Duration{}
 	for i, f := range faults {
 		var next time.Time
+		again := map[string]time.Time{} // per producer, its first ack of a message sent after the fault
 		for _, op := range ops {
-			if op.Acked.After(f.At) && (next.IsZero() || op.Acked.Before(next)) {
+			if !op.Acked.After(f.At) {
+				continue
+			}
+			if next.IsZero() || op.Acked.Before(next) {
 				next = op.Acked
+			}
+			if at, ok := again[op.Producer]; op.Sent.After(f.At) && (!ok || op.Acked.Before(at)) {
+				again[op.Producer] = op.Acked
 			}
 		}
 		d := resumeBound
 		if !next.IsZero() {
 			d = next.Sub(f.At)
 		}
+		var g time.Duration
+		for _, p := range grpcProducers {
+			at, ok := again[p]
+			if !ok {
+				g = resumeBound
+				break
+			}
+			g = max(g, at.Sub(f.At))
+		}
 		first[f.Kind] = append(first[f.Kind], d)
+		grpc[f.Kind] = append(grpc[f.Kind], g)
 		all[f.Kind] = append(all[f.Kind], resumed[i])
 		etcd[f.Kind] = append(etcd[f.Kind], etcdBack[i])
 	}
-	t.Logf("%-22s %6s %10s %10s %10s %10s %10s %10s", "fault", "cycles", "first p50", "first max", "all p50", "all max", "etcd p50", "etcd max")
+	t.Logf("%-22s %6s %10s %10s %10s %10s %10s %10s %10s %10s", "fault", "cycles", "first p50", "first max",
+		"grpc p50", "grpc max", "all p50", "all max", "etcd p50", "etcd max")
 	for _, kind := range FaultKinds {
 		if len(first[kind]) == 0 {
 			continue
@@ -355,7 +379,8 @@ func printUnavailability(t *testing.T, ops []history.Op, faults []*Fault, resume
 		if !slices.Contains(etcd[kind], -1) {
 			etcdP50, etcdMax = p50(etcd[kind]).String(), slices.Max(etcd[kind]).Round(time.Millisecond).String()
 		}
-		t.Logf("%-22s %6d %10s %10s %10s %10s %10s %10s", kind, len(first[kind]), p50(first[kind]), slices.Max(first[kind]).Round(time.Millisecond),
+		t.Logf("%-22s %6d %10s %10s %10s %10s %10s %10s %10s %10s", kind, len(first[kind]), p50(first[kind]), slices.Max(first[kind]).Round(time.Millisecond),
+			p50(grpc[kind]), slices.Max(grpc[kind]).Round(time.Millisecond),
 			p50(all[kind]), slices.Max(all[kind]).Round(time.Millisecond), etcdP50, etcdMax)
 	}
 }
