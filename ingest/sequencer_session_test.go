@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"orderlog/internal/etcdtest"
@@ -43,12 +44,7 @@ func TestSilentGrantStreamIsDroppedAndItsGrantsRefused(t *testing.T) {
 	cli := etcdtest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := cli.Put(ctx, keys.SeqElection+"/1", "frozen-leader:1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Put(ctx, keys.SeqEpoch, "7"); err != nil {
-		t.Fatal(err)
-	}
+	electFrozenLeader(ctx, t, cli)
 	leader := frozenLeader{opened: make(chan struct{}, 16)}
 	local := func(string) sequencer.GrantStreamer { return leader }
 	s := NewSequencerSession(cli, local, SessionOptions{Silence: time.Second}, "ingest-1", 0, func(uint64) {})
@@ -66,6 +62,18 @@ func TestSilentGrantStreamIsDroppedAndItsGrantsRefused(t *testing.T) {
 		t.Fatal("a grant on a silent stream was never refused")
 	}
 	waitOpened(ctx, t, leader.opened) // dialled again
+}
+
+// electFrozenLeader makes "frozen-leader:1" the sequencer leader of epoch 7
+// in etcd (election key <SeqElection>/1).
+func electFrozenLeader(ctx context.Context, t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	if _, err := cli.Put(ctx, keys.SeqElection+"/1", "frozen-leader:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, keys.SeqEpoch, "7"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func waitOpened(ctx context.Context, t *testing.T, opened <-chan struct{}) {
@@ -104,12 +112,7 @@ func TestStreamToADeposedLeaderIsDroppedAtOnce(t *testing.T) {
 	cli := etcdtest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := cli.Put(ctx, keys.SeqElection+"/1", "frozen-leader:1"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Put(ctx, keys.SeqEpoch, "7"); err != nil {
-		t.Fatal(err)
-	}
+	electFrozenLeader(ctx, t, cli)
 	frozen := frozenLeader{opened: make(chan struct{}, 16)}
 	next := frozenLeader{opened: make(chan struct{}, 16)}
 	local := func(addr string) sequencer.GrantStreamer {
