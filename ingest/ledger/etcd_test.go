@@ -37,7 +37,7 @@ func setEpochAndWriter(t testing.TB, cli *clientv3.Client, epoch int64, writer s
 
 func newOpenRecord(epoch int64, writer string) Metadata {
 	return Metadata{WriterIncarnation: writer, Epoch: epoch, W: 3, A: 2, State: StateOpen, LastEntry: -1,
-		Ensemble: []Member{{"s1", 1, "a"}, {"s2", 2, "b"}, {"s3", 3, "c"}}}
+		Ensemble: []Member{{StoreID: "s1", Incarnation: 1, Address: "a"}, {StoreID: "s2", Incarnation: 2, Address: "b"}, {StoreID: "s3", Incarnation: 3, Address: "c"}}}
 }
 
 func TestCreateComparesEpochAndWriter(t *testing.T) {

@@ -93,5 +93,26 @@ func Weakness(m Metadata, registered []Member) string {
 		return fmt.Sprintf("lost a member: store %s (incarnation %d at %s) is registered anew or replaced",
 			lost.StoreID, lost.Incarnation, lost.Address)
 	}
+	if damaged, ok := DamagedMember(m, registered); ok {
+		return fmt.Sprintf("a member's journal is damaged: store %s may have lost records of ledgers up to %d",
+			damaged.StoreID, damaged.MayHideThrough)
+	}
 	return ""
+}
+
+// DamagedMember names a member of m whose store registered (in the same
+// incarnation) that journal damage may have lost records of ledgers up to
+// an id at or above m's. Such a member answers UNKNOWN for what it lacks of
+// m, so m's entries have one trustworthy copy fewer: a recovery after one
+// more fault would wait for the store that fault took. The owner rolls m
+// (Weakness); a store that came back empty is LostMembers' case instead.
+func DamagedMember(m Metadata, registered []Member) (Member, bool) {
+	for _, member := range m.Ensemble {
+		for _, reg := range registered {
+			if reg.StoreID == member.StoreID && reg.Incarnation == member.Incarnation && reg.MayHideThrough >= m.ID {
+				return reg, true
+			}
+		}
+	}
+	return Member{}, false
 }

@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +143,44 @@ func TestLiveStoresLeavesOutSupersededRegistrations(t *testing.T) {
 	}
 	if want := []string{"other", "new"}; !slices.Equal(ids, want) {
 		t.Fatalf("live stores %v, want %v", ids, want)
+	}
+}
+
+// TestLedgersOnADamagedStoreAreWeak: a store whose journal damage may hide
+// records of ledgers up to some id says so in its registration, and every
+// ledger at or below that id with it as a member is weak (its owner rolls
+// it); later ledgers, and the same store in another incarnation, are not.
+func TestLedgersOnADamagedStoreAreWeak(t *testing.T) {
+	damaged := Member{StoreID: "s1", Incarnation: 1, Address: "a", MayHideThrough: 162}
+	raw, err := EncodeStoreRegistration(damaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeStoreRegistration(raw)
+	if err != nil || back != damaged {
+		t.Fatalf("registration round trip: %+v, %v; want %+v", back, err, damaged)
+	}
+	registered := []Member{back, {StoreID: "s2", Incarnation: 2, Address: "b"}, {StoreID: "s3", Incarnation: 3, Address: "c"}}
+	ensemble := []Member{{StoreID: "s1", Incarnation: 1, Address: "a"}, {StoreID: "s2", Incarnation: 2, Address: "b"}, {StoreID: "s3", Incarnation: 3, Address: "c"}}
+	for _, c := range []struct {
+		id   uint64
+		weak bool
+	}{{161, true}, {162, true}, {163, false}} {
+		m := Metadata{ID: c.id, W: 3, A: 2, Ensemble: ensemble}
+		if got := Weakness(m, registered) != ""; got != c.weak {
+			t.Errorf("ledger %d on a store whose damage may hide ledgers up to 162: weak %v, want %v (%q)", c.id, got, c.weak, Weakness(m, registered))
+		}
+	}
+	for _, m := range ensemble {
+		if m.MayHideThrough != 0 {
+			t.Fatal("test setup: ensembles never carry damage")
+		}
+	}
+	meta, err := json.Marshal(Metadata{ID: 1, Ensemble: []Member{damaged}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(meta), "162") {
+		t.Errorf("ledger metadata carries a registration's damage: %s", meta)
 	}
 }

@@ -33,6 +33,10 @@ type Member struct {
 	StoreID     string `json:"store"`
 	Incarnation uint64 `json:"incarnation"`
 	Address     string `json:"addr"`
+	// MayHideThrough, in a store registration (never in ledger metadata),
+	// says the store's journal was damaged and may have lost records of
+	// ledgers up to this id (0: no damage): DamagedMember.
+	MayHideThrough uint64 `json:"-"`
 }
 
 // Metadata is the etcd record of one ledger at keys.Ledger(ID).

@@ -9,7 +9,7 @@ import (
 func sampleMetadata() Metadata {
 	return Metadata{
 		ID: 7, WriterIncarnation: "ingest-a", Epoch: 12,
-		Ensemble: []Member{{"s1", 11, "127.0.0.1:1"}, {"s2", 12, "127.0.0.1:2"}, {"s3", 13, "127.0.0.1:3"}},
+		Ensemble: []Member{{StoreID: "s1", Incarnation: 11, Address: "127.0.0.1:1"}, {StoreID: "s2", Incarnation: 12, Address: "127.0.0.1:2"}, {StoreID: "s3", Incarnation: 13, Address: "127.0.0.1:3"}},
 		W:        3, IntendedW: 3, A: 2, State: StateClosed, LastEntry: 41, FirstOffset: 1000, EndOffset: 2000,
 	}
 }

@@ -17,15 +17,17 @@ import (
 const StoreRegistrationVersion = 1
 
 type storeRegistration struct {
-	Version     int    `json:"version"`
-	StoreID     string `json:"store"`
-	Incarnation uint64 `json:"incarnation"`
-	Address     string `json:"addr"`
+	Version        int    `json:"version"`
+	StoreID        string `json:"store"`
+	Incarnation    uint64 `json:"incarnation"`
+	Address        string `json:"addr"`
+	MayHideThrough uint64 `json:"may_hide_through,omitempty"`
 }
 
 // EncodeStoreRegistration is the registration record of the store m names.
 func EncodeStoreRegistration(m Member) ([]byte, error) {
-	return json.Marshal(storeRegistration{Version: StoreRegistrationVersion, StoreID: m.StoreID, Incarnation: m.Incarnation, Address: m.Address})
+	return json.Marshal(storeRegistration{Version: StoreRegistrationVersion, StoreID: m.StoreID, Incarnation: m.Incarnation, Address: m.Address,
+		MayHideThrough: m.MayHideThrough})
 }
 
 // DecodeStoreRegistration reads a registration record: the store, the
@@ -38,7 +40,7 @@ func DecodeStoreRegistration(b []byte) (Member, error) {
 	if r.StoreID == "" {
 		return Member{}, fmt.Errorf("decode store registration: no store id")
 	}
-	return Member{StoreID: r.StoreID, Incarnation: r.Incarnation, Address: r.Address}, nil
+	return Member{StoreID: r.StoreID, Incarnation: r.Incarnation, Address: r.Address, MayHideThrough: r.MayHideThrough}, nil
 }
 
 // LiveStores lists the registered stores, the oldest registration (last

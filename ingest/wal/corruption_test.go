@@ -2,6 +2,7 @@ package wal
 
 import (
 	"errors"
+	"math"
 	"path/filepath"
 	"testing"
 
@@ -406,6 +407,9 @@ func TestLedgersAllocatedAfterOpenAreNotHiddenByDamage(t *testing.T) {
 	if !s.MayHideLedgers() {
 		t.Fatal("a damaged store does not say damage may hide ledgers")
 	}
+	if got := s.MayHideThrough(); got != math.MaxUint64 {
+		t.Fatalf("damage with no bound yet may hide ledgers through %d, want every id", got)
+	}
 	mustAppend(t, s, 5, 0, 1)   // a writer's new ledger
 	if s.TrustLedgersAbove(4) { // below a ledger the store holds: wrong
 		t.Fatal("a bound below known ledgers was taken")
@@ -413,6 +417,9 @@ func TestLedgersAllocatedAfterOpenAreNotHiddenByDamage(t *testing.T) {
 	expectStatus(t, s, 7, 0, Unknown)
 	if !s.TrustLedgersAbove(6) {
 		t.Fatal("bound refused")
+	}
+	if got := s.MayHideThrough(); got != 6 {
+		t.Fatalf("damage bounded at 6 may hide ledgers through %d, want 6 (the registration says so)", got)
 	}
 	expectStatus(t, s, 6, 0, Unknown) // allocated before the store opened
 	expectStatus(t, s, 7, 0, Absent)  // allocated after

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"encoding/hex"
+	"math"
 	"path/filepath"
 	"sync"
 
@@ -111,6 +112,21 @@ func (s *Store) MayHideLedgers() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mu.idx.corrupt
+}
+
+// MayHideThrough is the highest ledger id whose records the damage found
+// at open may hide: 0 without damage, the TrustLedgersAbove bound with
+// one, and every id when the damage is not bounded.
+func (s *Store) MayHideThrough() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case !s.mu.idx.corrupt:
+		return 0
+	case s.mu.idx.hideBoundKnown:
+		return s.mu.idx.hideBound
+	}
+	return math.MaxUint64
 }
 
 // Incarnation is the store's current incarnation.

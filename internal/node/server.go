@@ -288,7 +288,8 @@ func (s *Server) openStore(ctx context.Context) error {
 	walpb.RegisterWALServer(s.grpc, s.storeService)
 	// The store's lease has StoreLeaseTTL (default: the ingest lease TTL);
 	// registration.go keeps the registration through lease losses.
-	rec := storeRecord{StoreID: s.store.StoreID(), Incarnation: s.store.Incarnation(), Address: s.AdvertisedGRPCAddr()}
+	rec := storeRecord{StoreID: s.store.StoreID(), Incarnation: s.store.Incarnation(), Address: s.AdvertisedGRPCAddr(),
+		MayHideThrough: s.store.MayHideThrough()}
 	s.registration, err = startStoreRegistration(ctx, s.cli, rec, s.cfg.StoreLeaseTTL, s.events, s.logger)
 	return err
 }

@@ -24,12 +24,16 @@ type storeRecord struct {
 	StoreID     string `json:"store"`
 	Incarnation uint64 `json:"incarnation"`
 	Address     string `json:"addr"`
+	// MayHideThrough: the journal was damaged and may hide records of
+	// ledgers up to this id (0: none; ledger.DamagedMember).
+	MayHideThrough uint64 `json:"may_hide_through,omitempty"`
 }
 
 // registerStore records the store's current incarnation and address,
 // bound to lease so a stopped store disappears from ensemble choices.
 func registerStore(ctx context.Context, cli *clientv3.Client, rec storeRecord, lease clientv3.LeaseID) error {
-	value, err := ledger.EncodeStoreRegistration(ledger.Member{StoreID: rec.StoreID, Incarnation: rec.Incarnation, Address: rec.Address})
+	value, err := ledger.EncodeStoreRegistration(ledger.Member{StoreID: rec.StoreID, Incarnation: rec.Incarnation, Address: rec.Address,
+		MayHideThrough: rec.MayHideThrough})
 	if err != nil {
 		return err
 	}
