@@ -79,23 +79,29 @@ func outcomeOf(err error) probeOutcome {
 }
 
 // goneTracker is the eviction rule as a plain state machine: it is fed
-// probe outcomes and says when the leader at an address has been gone or
-// silent long enough. It follows the address, not the election key: a
+// probe outcomes and says when the leader holding a lease has been gone or
+// silent long enough. Another key at the same address starts a new run of
+// probes but keeps how long the address has been seen leading: a
 // process's stale key of an earlier term that leads once its current key
-// is revoked is the same gone process.
+// is revoked needs no new settling time, and a process restarted at the
+// address still gets its run.
 type goneTracker struct {
 	addr        string
+	lease       clientv3.LeaseID
 	seen        time.Time // when this tracker first saw addr lead
 	since       time.Time // first probe of the current run of failed probes
 	probes      int       // probes in that run
 	refusedOnly bool      // every probe of the run was refused
 }
 
-// observe records one probe of the leader at addr; true when its lease
-// should be revoked.
-func (g *goneTracker) observe(now time.Time, addr string, outcome probeOutcome) bool {
-	if addr != g.addr {
-		*g = goneTracker{addr: addr, seen: now}
+// observe records one probe of the leader holding lease at addr; true
+// when the lease should be revoked.
+func (g *goneTracker) observe(now time.Time, addr string, lease clientv3.LeaseID, outcome probeOutcome) bool {
+	switch {
+	case addr != g.addr:
+		*g = goneTracker{addr: addr, lease: lease, seen: now}
+	case lease != g.lease:
+		g.lease, g.probes = lease, 0
 	}
 	if outcome == probeAnswered {
 		g.probes = 0
@@ -149,10 +155,10 @@ func nameLeader(last *leaderKey, resp *clientv3.GetResponse, err error, now time
 // (goneTracker), at most once every leaderSettleFor. etcd is asked who
 // leads beside the probes, not before each, so a probe never waits on an
 // etcd that elects; an unanswered probe counts as silence until its
-// timeout. A revocation needs etcd to have named the same leader after
-// the failed probe began: probes made while etcd could not answer this
-// node may have failed because this node was the one cut off, and the
-// leader may answer now. It returns when ctx ends.
+// timeout. A revocation needs a failed probe that began shortly after etcd
+// named the same leader (namedBefore): probes made while etcd could not
+// answer this node may have failed because this node was the one cut
+// off. It returns when ctx ends.
 func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, own clientv3.LeaseID) {
 	if n.cfg.ProbeLeader == nil {
 		return
@@ -160,11 +166,6 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 	var named atomic.Pointer[leaderKey] // the leader etcd named last
 	go followLeader(ctx, el, &named)
 	var gone goneTracker
-	// revoked is when this standby last revoked a leader's lease, whose
-	// address was revokedAddr, at etcd revision revokedRev.
-	var revoked time.Time
-	var revokedAddr string
-	var revokedRev int64
 	var done clientv3.LeaseID
 	tick := time.NewTicker(leaderProbeEvery)
 	defer tick.Stop()
@@ -193,7 +194,7 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 			cancel()
 		}
 		probed := time.Now() // after the probe: an unanswered one covers its timeout
-		evict := gone.observe(probed, leader.addr, outcome)
+		evict := gone.observe(probed, leader.addr, leader.lease, outcome)
 		if outcome != probeAnswered {
 			n.cfg.Logger.Debug("sequencer: the leader did not answer a probe", "leader", leader.addr,
 				"refused", outcome == probeRefused, "seen_for", probed.Sub(gone.seen).Round(time.Millisecond))
@@ -202,9 +203,10 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 		// deposing each other back and forth; it does not hold back another
 		// key of the process just evicted that was queued before (a stale
 		// key of an earlier term), which would lead for a TTL otherwise.
-		sameProcess := leader.addr == revokedAddr && leader.created < revokedRev
-		if !evict || !namedSince(named.Load(), leader.lease, began) ||
-			!ownStale && !sameProcess && time.Since(revoked) < leaderSettleFor {
+		last := n.lastEviction()
+		sameProcess := leader.addr == last.addr && leader.created < last.revision
+		if !evict || !namedBefore(named.Load(), leader.lease, began) ||
+			!ownStale && !sameProcess && time.Since(last.at) < leaderSettleFor {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
@@ -218,10 +220,11 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 			n.cfg.Logger.Debug("sequencer: revoking a gone leader's election lease failed", "leader", leader.addr, "err", err)
 			continue
 		default:
+			at := last.at
 			if !ownStale && !sameProcess {
-				revoked = time.Now()
+				at = time.Now()
 			}
-			revokedAddr, revokedRev = leader.addr, resp.Header.Revision
+			n.noteEviction(eviction{at: at, addr: leader.addr, revision: resp.Header.Revision})
 			n.cfg.Logger.Warn("sequencer: the leader was gone or silent; revoked its election lease", "leader", leader.addr,
 				"lease", fmt.Sprintf("%x", int64(leader.lease)), "for", time.Since(gone.since).Round(time.Millisecond),
 				"refused", gone.refusedOnly)
@@ -232,10 +235,40 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 	}
 }
 
-// namedSince says whether etcd named the leader holding lease after
-// began (when the failed probe that decided its eviction began).
-func namedSince(latest *leaderKey, lease clientv3.LeaseID, began time.Time) bool {
-	return latest != nil && latest.lease == lease && latest.named.After(began)
+// leaderNamedWithin is how recent etcd's naming of a leader must be when
+// the probe that decides its eviction begins: a few of followLeader's
+// rounds, one of them slow.
+const leaderNamedWithin = leaderProbeTimeout + 2*leaderProbeEvery
+
+// namedBefore says whether etcd named the leader holding lease shortly
+// before began (when the failed probe that decides its eviction began):
+// etcd answers this standby, so a probe that fails after that is no
+// artefact of the standby being cut off itself (probes made while etcd
+// could not answer it count toward the run, not toward the decision).
+func namedBefore(latest *leaderKey, lease clientv3.LeaseID, began time.Time) bool {
+	return latest != nil && latest.lease == lease && !latest.named.After(began) && began.Sub(latest.named) <= leaderNamedWithin
+}
+
+// eviction is this node's last revocation of a leader's lease: when it
+// counted toward the rate limit, the leader's address, and the etcd
+// revision of the revocation. It outlives a term, so a standby that leads
+// and is deposed does not depose its successor faster than the limit.
+type eviction struct {
+	at       time.Time
+	addr     string
+	revision int64
+}
+
+func (n *Node) lastEviction() eviction {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.evicted
+}
+
+func (n *Node) noteEviction(e eviction) {
+	n.mu.Lock()
+	n.mu.evicted = e
+	n.mu.Unlock()
 }
 
 // followLeader keeps named at the leader etcd names (nameLeader), asking

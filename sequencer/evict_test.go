@@ -48,7 +48,7 @@ func TestGoneTrackerEvictsARefusingLeaderAfterThreeProbesOverTheWindow(t *testin
 	t0 := time.Unix(0, 0)
 	for i, s := range steps {
 		at := t0.Add(time.Duration(s.ms) * time.Millisecond)
-		if got := g.observe(at, fmt.Sprint(s.lease), s.outcome); got != s.evict {
+		if got := g.observe(at, fmt.Sprint(s.lease), clientv3.LeaseID(s.lease), s.outcome); got != s.evict {
 			t.Fatalf("step %d (%d ms, lease %d, outcome %d): evict %v, want %v", i, s.ms, s.lease, s.outcome, got, s.evict)
 		}
 	}
@@ -78,24 +78,53 @@ func TestStandbyKeepsProbingTheLastNamedLeaderWhileEtcdCannotAnswer(t *testing.T
 	}
 }
 
-// TestStandbyRevokesOnlyALeaderEtcdNamedAfterTheFailedProbeBegan: probes
-// made while etcd could not answer this standby may have failed because
-// the standby was the one cut off; the revocation waits for etcd to name
-// the same leader again after a failed probe began.
-func TestStandbyRevokesOnlyALeaderEtcdNamedAfterTheFailedProbeBegan(t *testing.T) {
+// TestStandbyRevokesOnlyOnAProbeThatFailedJustAfterEtcdNamedTheLeader:
+// probes made while etcd could not answer this standby may have failed
+// because the standby was the one cut off; the revocation waits for a
+// probe that began shortly after etcd named the same leader, and fails.
+func TestStandbyRevokesOnlyOnAProbeThatFailedJustAfterEtcdNamedTheLeader(t *testing.T) {
 	t0 := time.Unix(100, 0)
 	kv := &clientv3.GetResponse{Kvs: []*mvccpb.KeyValue{{Value: []byte("a:1"), Lease: 7}}}
-	cached := nameLeader(nil, kv, nil, t0)                                            // named before the standby was cut off
-	stale := nameLeader(cached, nil, context.DeadlineExceeded, t0.Add(3*time.Second)) // etcd silent since
-	began := t0.Add(2 * time.Second)
-	if namedSince(stale, 7, began) {
-		t.Fatal("revocable on a leader etcd last named before the failed probe began")
+	named := nameLeader(nil, kv, nil, t0)
+	if !namedBefore(named, 7, t0.Add(10*time.Millisecond)) {
+		t.Fatal("a probe begun 10 ms after etcd named the leader does not decide")
 	}
-	if !namedSince(nameLeader(stale, kv, nil, began.Add(time.Millisecond)), 7, began) {
-		t.Fatal("not revocable once etcd named the leader again after the probe began")
+	if namedBefore(named, 7, t0.Add(-time.Millisecond)) {
+		t.Fatal("a probe begun before etcd named the leader decides")
+	}
+	stale := nameLeader(named, nil, context.DeadlineExceeded, t0.Add(3*time.Second)) // etcd silent since t0
+	if namedBefore(stale, 7, t0.Add(2*time.Second)) {
+		t.Fatal("a probe begun 2 s after etcd last answered decides")
 	}
 	other := &clientv3.GetResponse{Kvs: []*mvccpb.KeyValue{{Value: []byte("b:1"), Lease: 8}}}
-	if namedSince(nameLeader(stale, other, nil, began.Add(time.Millisecond)), 7, began) {
-		t.Fatal("revocable although etcd now names another leader")
+	if namedBefore(nameLeader(stale, other, nil, t0.Add(3*time.Second)), 7, t0.Add(3*time.Second+time.Millisecond)) {
+		t.Fatal("decides although etcd now names another leader")
+	}
+}
+
+// TestGoneTrackerStartsANewRunForAnotherKeyAtTheSameAddress: a stale key
+// of the evicted process keeps how long its address was seen leading, but
+// needs a run of its own (a process restarted there gets its probes).
+func TestGoneTrackerStartsANewRunForAnotherKeyAtTheSameAddress(t *testing.T) {
+	var g goneTracker
+	t0 := time.Unix(0, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	for _, ms := range []int{0, 150, 300} {
+		g.observe(at(ms), "a:1", 7, probeRefused)
+	}
+	if !g.observe(at(450), "a:1", 7, probeRefused) {
+		t.Fatal("lease 7 refused over 450 ms: not evicted")
+	}
+	if g.observe(at(600), "a:1", 8, probeRefused) {
+		t.Fatal("another key at the same address evicted on its first probe")
+	}
+	for _, ms := range []int{750, 900} {
+		g.observe(at(ms), "a:1", 8, probeRefused)
+	}
+	if !g.observe(at(1050), "a:1", 8, probeRefused) {
+		t.Fatal("lease 8 refused over 450 ms: not evicted")
+	}
+	if !g.seen.Equal(t0) {
+		t.Fatalf("seen %v, want the address's first sighting %v", g.seen, t0)
 	}
 }

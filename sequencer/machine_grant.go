@@ -8,7 +8,7 @@ type GrantStatus uint8
 const (
 	// StatusGranted: Range is granted to the ledger.
 	StatusGranted GrantStatus = iota + 1
-	// StatusNotLeader: this machine does not grant (taking over, or deposed); retry.
+	// StatusNotLeader: this machine does not grant (deposed); retry.
 	StatusNotLeader
 	// StatusSessionDead: the stream's session is not alive; reconnect.
 	StatusSessionDead
@@ -98,9 +98,14 @@ func (m *Machine) RequestGrant(now time.Duration, id SessionID, requestID, ledge
 		m.reply(req, StatusNotLeader, Range{})
 		return
 	case phaseTakeover, phaseReserving:
-		// A leader still taking over answers once it grants (drain then):
-		// refused, the ingest node would close its ledger and back off
-		// (coordinator.RefusalPause) past the moment it could be granted.
+		// A leader still taking over answers a grant it could give once it
+		// grants (drain then): refused, the ingest node would close its
+		// ledger and back off (coordinator.RefusalPause) past the moment it
+		// could be granted. One it could never give is refused now.
+		if st := m.checkRequest(req); st != StatusGranted {
+			m.reply(req, st, Range{})
+			return
+		}
 		m.pending = append(m.pending, req)
 		return
 	}
@@ -165,6 +170,12 @@ func (m *Machine) check(req grantRequest) GrantStatus {
 	if m.phase != phaseServing {
 		return StatusNotLeader
 	}
+	return m.checkRequest(req)
+}
+
+// checkRequest is check without the phase: the request, its session and
+// its ledger.
+func (m *Machine) checkRequest(req grantRequest) GrantStatus {
 	if req.count == 0 || req.count > m.cfg.MaxGrant {
 		return StatusBadRequest
 	}

@@ -91,6 +91,8 @@ type Node struct {
 		// newest maxHeldLeases): a key with one of them is its own, stale
 		// unless it is the current term's.
 		leases []clientv3.LeaseID
+		// evicted is this node's last revocation of a leader (evict.go).
+		evicted eviction
 	}
 }
 

@@ -15,7 +15,7 @@ const RetryPause = 200 * time.Millisecond
 
 // RefusalPause is how long a new ledger waits after refusedInARow refused
 // grants: none after none, then RetryPause doubling up to 2 s. While no
-// sequencer grants (none is up, or one is taking over) every refusal closes
+// sequencer grants (none is up) every refusal closes
 // the ledger, and reopening at once created hundreds of ledgers a second,
 // each with its etcd records and producer snapshot.
 func RefusalPause(refusedInARow int) time.Duration {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -91,7 +92,11 @@ func NewCluster(binary, dir string, n int, extraArgs []string) (*Cluster, error)
 	return c, nil
 }
 
-// freePorts returns n distinct free loopback addresses.
+// freePorts returns n distinct free loopback addresses below the
+// kernel's ephemeral port range: a port in that range that no one listens
+// on (a killed node's, until it restarts) may become the local end of any
+// outgoing connection on the machine, and the node could not listen on it
+// again.
 func freePorts(n int) ([]string, error) {
 	var listeners []net.Listener
 	defer func() {
@@ -99,16 +104,33 @@ func freePorts(n int) ([]string, error) {
 			l.Close()
 		}
 	}()
+	low, high := belowEphemeral()
 	var addrs []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(addrs) < n; tries++ {
+		if tries > 100*n {
+			return nil, fmt.Errorf("no %d free loopback ports in [%d, %d)", n, low, high)
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", low+rand.IntN(high-low)))
 		if err != nil {
-			return nil, err
+			continue // taken
 		}
 		listeners = append(listeners, l)
 		addrs = append(addrs, l.Addr().String())
 	}
 	return addrs, nil
+}
+
+// belowEphemeral is a port range under /proc/sys/net/ipv4/ip_local_port_range.
+func belowEphemeral() (low, high int) {
+	high = 32768 // Linux's default start of the ephemeral range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
+				high = v
+			}
+		}
+	}
+	return max(1024, high-16384), high
 }
 
 // owner names the node process that dialled conn ("" for any other).

@@ -28,9 +28,9 @@ type cutOffError struct{ reason error }
 
 func (e cutOffError) Error() string { return "node cut off: " + e.reason.Error() }
 
-// whileConnected runs call unless cutOff says the node is cut off, and
-// cancels it if cutOff says so while it runs; either way the caller gets
-// UNAVAILABLE with cutOff's reason. A nil cutOff runs call as it is.
+// whileConnected runs call unless cutOff says the node cannot own
+// producers (UNAVAILABLE then), and cancels it if cutOff says so while it
+// runs (TIMEOUT: the outcome is unknown). A nil cutOff runs call as it is.
 func whileConnected[T any](ctx context.Context, cutOff func() error, call func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if cutOff == nil {

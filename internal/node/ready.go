@@ -130,6 +130,8 @@ type readiness struct {
 // reflection on srv; their statuses start NOT_SERVING.
 func (s *Server) registerObservability(srv *grpc.Server) {
 	s.readiness = &readiness{server: s, health: health.NewServer(), events: s.events}
+	starting := error(errStarting)
+	s.readiness.refused.Store(&starting) // until the first refresh
 	s.readiness.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(srv, s.readiness.health)
 	reflection.Register(srv)
@@ -183,9 +185,11 @@ func (r *readiness) refresh() error {
 	return err
 }
 
+// errStarting refuses producer calls until the first readiness refresh.
+var errStarting = errors.New("node: starting")
+
 // producersRefused is canOwnProducers as the last refresh found it, for
-// every HTTP producer call to read cheaply (cutoff.go); nil before the
-// first refresh.
+// every HTTP producer call to read cheaply (cutoff.go).
 func (r *readiness) producersRefused() error {
 	if err := r.refused.Load(); err != nil {
 		return *err
