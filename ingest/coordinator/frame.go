@@ -100,12 +100,24 @@ func (m *Machine) releaseIfDone(f *Frame) {
 // RefusalResponse is the answer refusing a whole request with err.
 func RefusalResponse(req *orderlogpb.ProduceRequest, err error) *orderlogpb.ProduceResponse {
 	apiErr := apierr.As(err)
+	if req.IdempotencyKey != "" && bucketRefusal(apiErr.Code) {
+		// The client knows nothing of the key's bucket producer: its
+		// epoch or sequence moved (the bucket changed owners). A retry
+		// with the same key is exactly-once, here or on another node.
+		apiErr = apierr.New(apierr.Unavailable, "the idempotency key's bucket moved (%s): retry with the same key", apiErr.Message)
+	}
 	resp := &orderlogpb.ProduceResponse{RequestId: req.RequestId, ErrorCode: string(apiErr.Code), ErrorMessage: apiErr.Message}
 	var refusal *producer.RefusalError
 	if errors.As(err, &refusal) && refusal.Reason == producer.OutOfOrderSequence {
 		resp.ExpectedSeq = refusal.ExpectedSeq
 	}
 	return resp
+}
+
+// bucketRefusal: a refusal that concerns the producer session, which for
+// a keyed frame is the node's bucket producer, not the client's.
+func bucketRefusal(code apierr.Code) bool {
+	return code == apierr.ProducerFenced || code == apierr.UnknownProducer || code == apierr.OutOfOrderSequence
 }
 
 // refusalError maps a producer-table refusal to the API error catalogue,

@@ -212,6 +212,7 @@ func (p *httpProducer) run(ctx context.Context) {
 			}
 			var fatal fatalError
 			if asFatal(err, &fatal) {
+				p.w.noteRetry("%s seq %d on %s: FATAL, the producer stops: %v", p.name, seq, p.addr(), err)
 				p.w.fail(fmt.Errorf("%s: seq %d: %w", p.name, seq, err))
 				return
 			}
