@@ -76,16 +76,8 @@ func (n *Node) openLedger(open *coordinator.OpenLedger) {
 // stream at all, and a leader that answers now grants at once. False if
 // the node stopped meanwhile.
 func (n *Node) pauseUntilNewStream(pause time.Duration, grants GrantSession) bool {
-	epoch, streams, end := grants.Epoch(), grants.Streams(), time.Now().Add(pause)
-	for wait := time.Until(end); wait > 0; wait = time.Until(end) {
-		if !n.sleep(min(wait, 20*time.Millisecond)) {
-			return false
-		}
-		if grants.Epoch() != epoch || grants.Streams() != streams {
-			return true
-		}
-	}
-	return true
+	epoch, streams := grants.Epoch(), grants.Streams()
+	return n.waitUntil(pause, func() bool { return grants.Epoch() != epoch || grants.Streams() != streams })
 }
 
 // staleEpochWait bounds the wait for a new leader's epoch after a ledger
@@ -97,9 +89,15 @@ const staleEpochWait = time.Second
 // waitForEpochAbove waits until grants knows an epoch above epoch, at most
 // d. False if the node stopped meanwhile.
 func (n *Node) waitForEpochAbove(epoch int64, d time.Duration, grants GrantSession) bool {
+	return n.waitUntil(d, func() bool { return grants.Epoch() > epoch })
+}
+
+// waitUntil polls done every 10 ms for at most d, returning early once it
+// holds. False if the node stopped meanwhile.
+func (n *Node) waitUntil(d time.Duration, done func() bool) bool {
 	end := time.Now().Add(d)
-	for grants.Epoch() <= epoch && time.Now().Before(end) {
-		if !n.sleep(10 * time.Millisecond) {
+	for wait := time.Until(end); wait > 0 && !done(); wait = time.Until(end) {
+		if !n.sleep(min(wait, 10*time.Millisecond)) {
 			return false
 		}
 	}

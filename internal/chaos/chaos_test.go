@@ -117,7 +117,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	var faults []*Fault
-	var resumed, etcdBack []time.Duration
+	var etcdBack []time.Duration
 	for cycle := range cycles {
 		pause(ctx, time.Duration(500+rng.IntN(1000))*time.Millisecond)
 		kind := kinds[(cycle+int(seed%uint64(len(kinds))))%len(kinds)]
@@ -130,8 +130,7 @@ func TestChaos(t *testing.T) {
 		faults = append(faults, f)
 		etcd := make(chan time.Duration, 1)
 		go func() { etcd <- cluster.EtcdWritable(ctx, f.Node, f.At, resumeBound) }()
-		all := waitAcked(t, w.Recorder, producers, f.At, strict)
-		resumed = append(resumed, all)
+		waitAcked(t, w.Recorder, producers, f.At, strict)
 		etcdBack = append(etcdBack, <-etcd)
 		t.Logf("cycle %d: etcd wrote again %v after the fault", cycle, etcdBack[cycle].Round(time.Millisecond))
 		for _, note := range w.TakeRetries() {
@@ -157,7 +156,7 @@ func TestChaos(t *testing.T) {
 	for _, err := range w.Wait() {
 		t.Errorf("client: %v", err)
 	}
-	check(t, cluster, w, faults, resumed, etcdBack)
+	check(t, cluster, w, faults, producers, etcdBack)
 	if t.Failed() {
 		for _, n := range cluster.Nodes {
 			t.Logf("log of %s: %s", n.Name, cluster.LogPath(n))
@@ -170,7 +169,7 @@ func TestChaos(t *testing.T) {
 
 // check runs both checkers over the history and prints the unavailability
 // table.
-func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, resumed, etcdBack []time.Duration) {
+func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, producers []string, etcdBack []time.Duration) {
 	ops := w.Recorder.Ops()
 	var end uint64
 	for _, op := range ops {
@@ -240,7 +239,7 @@ func check(t *testing.T, cluster *Cluster, w *Workload, faults []*Fault, resumed
 	if result == porcupine.Illegal {
 		t.Error("porcupine: the history is not linearizable against the log model")
 	}
-	printUnavailability(t, ops, faults, resumed, etcdBack)
+	printUnavailability(t, ops, faults, producers, etcdBack)
 }
 
 // grpcProducers are the workload's gRPC producers (h0 and k0 use HTTP).
@@ -332,41 +331,26 @@ func verdict(r porcupine.CheckResult) string {
 // out, too), p50 and max, and beside them the same-run reference: the
 // time to etcd's first write on the other nodes' members ("etcd"), the
 // floor under any recovery that needs etcd.
-func printUnavailability(t *testing.T, ops []history.Op, faults []*Fault, resumed, etcdBack []time.Duration) {
+func printUnavailability(t *testing.T, ops []history.Op, faults []*Fault, producers []string, etcdBack []time.Duration) {
 	first := map[string][]time.Duration{}
 	grpc := map[string][]time.Duration{}
 	all := map[string][]time.Duration{}
 	etcd := map[string][]time.Duration{}
 	for i, f := range faults {
 		var next time.Time
-		again := map[string]time.Time{} // per producer, its first ack of a message sent after the fault
 		for _, op := range ops {
-			if !op.Acked.After(f.At) {
-				continue
-			}
-			if next.IsZero() || op.Acked.Before(next) {
+			if op.Acked.After(f.At) && (next.IsZero() || op.Acked.Before(next)) {
 				next = op.Acked
 			}
-			if at, ok := again[op.Producer]; op.Sent.After(f.At) && (!ok || op.Acked.Before(at)) {
-				again[op.Producer] = op.Acked
-			}
 		}
+		again := firstAcksAfter(ops, f.At)
 		d := resumeBound
 		if !next.IsZero() {
 			d = next.Sub(f.At)
 		}
-		var g time.Duration
-		for _, p := range grpcProducers {
-			at, ok := again[p]
-			if !ok {
-				g = resumeBound
-				break
-			}
-			g = max(g, at.Sub(f.At))
-		}
 		first[f.Kind] = append(first[f.Kind], d)
-		grpc[f.Kind] = append(grpc[f.Kind], g)
-		all[f.Kind] = append(all[f.Kind], resumed[i])
+		grpc[f.Kind] = append(grpc[f.Kind], lastAgain(again, grpcProducers, f.At))
+		all[f.Kind] = append(all[f.Kind], lastAgain(again, producers, f.At))
 		etcd[f.Kind] = append(etcd[f.Kind], etcdBack[i])
 	}
 	t.Logf("%-22s %6s %10s %10s %10s %10s %10s %10s %10s %10s", "fault", "cycles", "first p50", "first max",
@@ -385,6 +369,20 @@ func printUnavailability(t *testing.T, ops []history.Op, faults []*Fault, resume
 	}
 }
 
+// lastAgain is how long after at the last of producers was acknowledged
+// again (again: each one's first such ack), resumeBound if one never was.
+func lastAgain(again map[string]time.Time, producers []string, at time.Time) time.Duration {
+	var last time.Duration
+	for _, p := range producers {
+		acked, ok := again[p]
+		if !ok {
+			return resumeBound
+		}
+		last = max(last, acked.Sub(at))
+	}
+	return min(last, resumeBound)
+}
+
 func p50(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -392,28 +390,16 @@ func p50(ds []time.Duration) time.Duration {
 }
 
 // waitAcked waits until every producer has an ack of a message sent after
-// since (bounded by resumeBound; a producer still waiting is reported) and
-// returns how long after since the last of them came.
-func waitAcked(t *testing.T, recorder *history.Recorder, producers []string, since time.Time, strict bool) time.Duration {
+// since (bounded by resumeBound; a producer still waiting is reported).
+func waitAcked(t *testing.T, recorder *history.Recorder, producers []string, since time.Time, strict bool) {
 	t.Helper()
 	deadline := time.Now().Add(resumeBound)
 	for {
-		acked := map[string]time.Time{}
-		for _, op := range recorder.Ops() {
-			if op.Sent.After(since) && !op.Acked.IsZero() {
-				if at, ok := acked[op.Producer]; !ok || op.Acked.Before(at) {
-					acked[op.Producer] = op.Acked
-				}
-			}
-		}
+		acked := firstAcksAfter(recorder.Ops(), since)
 		var missing []string
-		var last time.Time
 		for _, p := range producers {
-			at, ok := acked[p]
-			if !ok {
+			if _, ok := acked[p]; !ok {
 				missing = append(missing, p)
-			} else if at.After(last) {
-				last = at
 			}
 		}
 		if len(missing) == 0 {
@@ -424,7 +410,7 @@ func waitAcked(t *testing.T, recorder *history.Recorder, producers []string, sin
 				}
 				t.Logf("acknowledged again: %s", strings.Join(each, ", "))
 			}
-			return last.Sub(since)
+			return
 		}
 		if time.Now().After(deadline) {
 			if strict {
@@ -432,10 +418,24 @@ func waitAcked(t *testing.T, recorder *history.Recorder, producers []string, sin
 			} else {
 				t.Logf("producers %v not acknowledged within %s (not a failure without CHAOS_STRICT)", missing, resumeBound)
 			}
-			return resumeBound
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// firstAcksAfter maps each producer to its first acknowledgement of a
+// message sent after since.
+func firstAcksAfter(ops []history.Op, since time.Time) map[string]time.Time {
+	acked := map[string]time.Time{}
+	for _, op := range ops {
+		if op.Sent.After(since) && !op.Acked.IsZero() {
+			if at, ok := acked[op.Producer]; !ok || op.Acked.Before(at) {
+				acked[op.Producer] = op.Acked
+			}
+		}
+	}
+	return acked
 }
 
 func waitReady(t *testing.T, cluster *Cluster) {
