@@ -23,7 +23,12 @@ import (
 // SequencerSession is the GrantSession over the sequencer leader's Grant
 // stream. It finds the leader in etcd, keeps one stream open, reconnects
 // after failures, and answers every grant it could not get with an error
-// (so the node closes that ledger and opens another).
+// (so the node closes that ledger and opens another). A grant asked while
+// it has no stream waits for the next one, up to grantHoldLimit: during a
+// leader's takeover, refusing at once made every node close a ledger and
+// open another every few hundred milliseconds (more etcd writes and store
+// fsyncs just when the new leader needs them, and more ledgers for every
+// later takeover to list).
 type SequencerSession struct {
 	etcd        *clientv3.Client
 	local       LocalSequencer
@@ -33,7 +38,8 @@ type SequencerSession struct {
 	onClose     func(ledgerID uint64)
 	replies     chan GrantReply
 	stop        chan struct{}
-	done        chan struct{}
+	done        chan struct{} // run has returned
+	expired     chan struct{} // expireHeld has returned
 
 	mu struct {
 		sync.Mutex
@@ -42,8 +48,22 @@ type SequencerSession struct {
 		epoch       int64
 		streams     uint64       // grant streams a leader accepted
 		outstanding []GrantReply // requested, not yet answered, in order
+		held        []heldGrant  // asked while there was no stream, in order
 	}
 }
+
+// heldGrant is a grant asked while the session had no stream.
+type heldGrant struct {
+	batchID, ledger uint64
+	count           int
+	asked           time.Time
+}
+
+// grantHoldLimit is how long a grant asked without a stream waits for one
+// before it is refused: longer than a leader's detection and takeover take
+// (about 2 + 1 s), short enough that a session that cannot reach any
+// leader soon hands its ledger back.
+const grantHoldLimit = 5 * time.Second
 
 // LocalSequencer returns in-process Grant streams to the sequencer leader
 // at addr when that leader runs in this process, else nil.
@@ -75,8 +95,9 @@ func NewSequencerSession(etcd *clientv3.Client, local LocalSequencer, opts Sessi
 		opts.Silence = DefaultGrantStreamSilence
 	}
 	s := &SequencerSession{etcd: etcd, local: local, opts: opts, incarnation: incarnation, leaseID: leaseID, onClose: onClose,
-		replies: make(chan GrantReply, 4096), stop: make(chan struct{}), done: make(chan struct{})}
+		replies: make(chan GrantReply, 4096), stop: make(chan struct{}), done: make(chan struct{}), expired: make(chan struct{})}
 	go s.run()
+	go s.expireHeld()
 	return s
 }
 
@@ -105,16 +126,52 @@ func (s *SequencerSession) Streams() uint64 {
 // Replies delivers grant answers in request order.
 func (s *SequencerSession) Replies() <-chan GrantReply { return s.replies }
 
-// Grant asks for count offsets; without a stream it is refused at once.
+// Grant asks for count offsets; without a stream it waits for one (at
+// most grantHoldLimit).
 func (s *SequencerSession) Grant(batchID, ledger uint64, count int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.client == nil {
-		s.replyLocked(GrantReply{BatchID: batchID, Ledger: ledger, Err: apierr.New(apierr.Unavailable, "no sequencer session")})
+	if s.mu.client == nil || len(s.mu.held) > 0 { // the held ones go first
+		s.mu.held = append(s.mu.held, heldGrant{batchID: batchID, ledger: ledger, count: count, asked: time.Now()})
 		return
 	}
+	s.sendLocked(batchID, ledger, count)
+}
+
+func (s *SequencerSession) sendLocked(batchID, ledger uint64, count int) {
 	s.mu.outstanding = append(s.mu.outstanding, GrantReply{BatchID: batchID, Ledger: ledger})
 	s.mu.client.Grant(batchID, ledger, uint64(count))
+}
+
+// sendHeldLocked asks the new stream's leader for the held grants.
+func (s *SequencerSession) sendHeldLocked() {
+	for _, h := range s.mu.held {
+		s.sendLocked(h.batchID, h.ledger, h.count)
+	}
+	s.mu.held = nil
+}
+
+// expireHeld refuses held grants older than grantHoldLimit until the
+// session closes.
+func (s *SequencerSession) expireHeld() {
+	defer close(s.expired)
+	t := time.NewTicker(grantHoldLimit / 20)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			for len(s.mu.held) > 0 && now.Sub(s.mu.held[0].asked) >= grantHoldLimit {
+				h := s.mu.held[0]
+				s.mu.held = s.mu.held[1:]
+				s.replyLocked(GrantReply{BatchID: h.batchID, Ledger: h.ledger,
+					Err: apierr.New(apierr.Unavailable, "no sequencer session for %v", grantHoldLimit)})
+			}
+			s.mu.Unlock()
+		}
+	}
 }
 
 // Written reports a confirmed entry.
@@ -149,6 +206,13 @@ func (s *SequencerSession) withClient(fn func(*sequencer.GrantClient)) {
 func (s *SequencerSession) Close() {
 	close(s.stop)
 	<-s.done
+	<-s.expired
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.mu.held {
+		s.replyLocked(GrantReply{BatchID: h.batchID, Ledger: h.ledger, Err: apierr.New(apierr.Unavailable, "sequencer session closed")})
+	}
+	s.mu.held = nil
 }
 
 func (s *SequencerSession) run() {
@@ -209,6 +273,7 @@ func (s *SequencerSession) serve() error {
 	}
 	s.mu.Lock()
 	s.mu.client, s.mu.conn, s.mu.epoch = client, conn, max(s.mu.epoch, epoch)
+	s.sendHeldLocked()
 	s.mu.Unlock()
 	return s.relay(streamCtx, client)
 }

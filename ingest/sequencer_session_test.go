@@ -146,3 +146,84 @@ func TestStreamToADeposedLeaderIsDroppedAtOnce(t *testing.T) {
 	waitOpened(ctx, t, next.opened)
 	t.Logf("stream moved to the next leader %v after the deposed one's key was deleted", time.Since(deposed).Round(time.Millisecond))
 }
+
+// grantingLeader grants every request at once, from offset 100 on.
+type grantingLeader struct{}
+
+func (grantingLeader) Grant(ctx context.Context, _ ...grpc.CallOption) (grpc.BidiStreamingClient[pb.IngestFrame, pb.SequencerFrame], error) {
+	p := localstream.New[pb.IngestFrame, pb.SequencerFrame](ctx)
+	go func() {
+		server := p.Server()
+		next := uint64(100)
+		for {
+			f, err := server.Recv()
+			if err != nil {
+				p.ServerDone(err)
+				return
+			}
+			out := &pb.SequencerFrame{Epoch: 8}
+			for _, g := range f.Grants {
+				out.Grants = append(out.Grants, &pb.GrantReply{RequestId: g.RequestId, LedgerId: g.LedgerId,
+					Status: pb.GrantStatus_GRANTED, Range: &pb.Range{First: next, End: next + g.Count}})
+				next += g.Count
+			}
+			if err := server.Send(out); err != nil {
+				p.ServerDone(err)
+				return
+			}
+		}
+	}()
+	return p.Client(), nil
+}
+
+// TestGrantAskedWithoutAStreamWaitsForTheNextOne: while no leader is
+// elected (a takeover), a grant is neither refused nor lost: it is asked
+// of the leader the session reaches next, in order with later ones.
+func TestGrantAskedWithoutAStreamWaitsForTheNextOne(t *testing.T) {
+	cli := etcdtest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	local := func(string) sequencer.GrantStreamer { return grantingLeader{} }
+	s := NewSequencerSession(cli, local, SessionOptions{Silence: 10 * time.Second}, "ingest-1", 0, func(uint64) {})
+	defer s.Close()
+
+	s.Grant(1, 10, 5)
+	s.Grant(2, 10, 3)
+	select {
+	case r := <-s.Replies():
+		t.Fatalf("a grant asked with no leader was answered at once: %+v", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	electFrozenLeader(ctx, t, cli) // any leader: local answers for every address
+	for i, want := range []GrantReply{{BatchID: 1, Ledger: 10, First: 100}, {BatchID: 2, Ledger: 10, First: 105}} {
+		select {
+		case r := <-s.Replies():
+			if r != want {
+				t.Fatalf("reply %d: %+v, want %+v", i, r, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("reply %d never came", i)
+		}
+	}
+}
+
+// TestHeldGrantIsRefusedAfterTheHoldLimit: with no leader to ask, a grant
+// is refused after grantHoldLimit, so its ledger is handed back.
+func TestHeldGrantIsRefusedAfterTheHoldLimit(t *testing.T) {
+	cli := etcdtest.Client(t)
+	s := NewSequencerSession(cli, nil, SessionOptions{}, "ingest-1", 0, func(uint64) {})
+	defer s.Close()
+	asked := time.Now()
+	s.Grant(1, 10, 5)
+	select {
+	case r := <-s.Replies():
+		if r.BatchID != 1 || r.Err == nil {
+			t.Fatalf("reply %+v, want batch 1 refused", r)
+		}
+		if waited := time.Since(asked); waited < grantHoldLimit {
+			t.Fatalf("refused after %v, before the hold limit %v", waited, grantHoldLimit)
+		}
+	case <-time.After(3 * grantHoldLimit):
+		t.Fatal("a held grant was never refused")
+	}
+}

@@ -93,11 +93,12 @@ func (c *testCluster) ledgerControl(cli *clientv3.Client) *LedgerClient {
 // testNode is one in-process sequencer node with its own etcd client and
 // gRPC server.
 type testNode struct {
-	node   *Node
-	addr   string
-	terms  *termEvents
-	cancel context.CancelFunc
-	done   chan struct{}
+	node    *Node
+	ledgers *recordingLedgers
+	addr    string
+	terms   *termEvents
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 func (c *testCluster) startNode() *testNode { return c.startNodeWith(MachineConfig{}) }
@@ -109,7 +110,8 @@ func (c *testCluster) startNodeWith(mcfg MachineConfig) *testNode {
 	}
 	cli := c.newClient()
 	terms := newTermEvents()
-	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: c.ledgerControl(cli),
+	ledgers := &recordingLedgers{LedgerClient: c.ledgerControl(cli)}
+	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: ledgers,
 		Machine: mcfg, Logger: testLogger(c.t), Events: terms.listener()})
 	if err != nil {
 		c.t.Fatal(err)
@@ -118,7 +120,7 @@ func (c *testCluster) startNodeWith(mcfg MachineConfig) *testNode {
 	Register(srv, n)
 	go srv.Serve(lis)
 	ctx, cancel := context.WithCancel(context.Background())
-	tn := &testNode{node: n, addr: lis.Addr().String(), cancel: cancel, done: make(chan struct{}), terms: terms}
+	tn := &testNode{node: n, addr: lis.Addr().String(), cancel: cancel, done: make(chan struct{}), terms: terms, ledgers: ledgers}
 	go func() { defer close(tn.done); n.Run(ctx) }()
 	c.t.Cleanup(func() { cancel(); srv.Stop(); <-tn.done })
 	return tn
@@ -487,4 +489,27 @@ func TestLeaderStepsDownWhenItsCommitLedgerFails(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// recordingLedgers records the commit ledgers a node read in a takeover.
+type recordingLedgers struct {
+	*LedgerClient
+	mu    sync.Mutex
+	reads []uint64
+}
+
+func (r *recordingLedgers) ReadCommitLog(ctx context.Context, id uint64) ([][]byte, error) {
+	r.mu.Lock()
+	r.reads = append(r.reads, id)
+	r.mu.Unlock()
+	return r.LedgerClient.ReadCommitLog(ctx, id)
+}
+
+// takeoverReads returns and forgets the commit ledgers read so far.
+func (r *recordingLedgers) takeoverReads() []uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	reads := r.reads
+	r.reads = nil
+	return reads
 }

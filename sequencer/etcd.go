@@ -113,6 +113,15 @@ type commitLedgerList struct {
 	Ledgers []commitLedgerInfo `json:"ledgers"`
 }
 
+// ids returns the list's ledger ids in order.
+func (l commitLedgerList) ids() []uint64 {
+	ids := make([]uint64, len(l.Ledgers))
+	for i, cl := range l.Ledgers {
+		ids[i] = cl.Ledger
+	}
+	return ids
+}
+
 type commitLedgerInfo struct {
 	Epoch  uint64 `json:"epoch"`
 	Ledger uint64 `json:"ledger"`

@@ -1,11 +1,13 @@
 package sequencer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -323,5 +325,63 @@ func TestLeaseExpiryAsksWriterToClose(t *testing.T) {
 		if decided[x].Kind != KindHole {
 			t.Fatalf("expired grant offset %d decided %v", x, decided[x])
 		}
+	}
+}
+
+// TestStandbyTakesOverReadingOnlyTheLastCommitLedger: a standby replays
+// the closed commit ledgers while it waits, so its takeover reads only
+// the one the previous leader wrote last (and must recover), however long
+// the commit log; the commit map it then serves is the whole log's.
+func TestStandbyTakesOverReadingOnlyTheLastCommitLedger(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCluster(t)
+	nodes := []*testNode{c.startNode(), c.startNode(), c.startNode()}
+	c.waitServing(nodes...)
+	in := c.newIngest(ctx, "ingest-a")
+	if err := in.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in.produce(ctx, 10)
+	for failover := 1; failover <= 2; failover++ {
+		list, _, err := (&epochStore{cli: c.cli}).commitLedgers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := list.ids()
+		for _, n := range nodes {
+			n.ledgers.takeoverReads()
+			if n.node.Status().Leader {
+				continue
+			}
+			waitWarmed(t, n, ids[:len(ids)-1])
+		}
+		c.revokeLeader(ctx)
+		in.writeOrRegrant(ctx, in.grantAfterFailover(ctx, t, 2))
+		in.produce(ctx, 10)
+		// The new leader is the one of the highest epoch (the deposed one
+		// may not have noticed yet).
+		leader := slices.MaxFunc(nodes, func(a, b *testNode) int {
+			return cmp.Compare(a.node.Status().Epoch, b.node.Status().Epoch)
+		})
+		if reads := leader.ledgers.takeoverReads(); !slices.Equal(reads, ids[len(ids)-1:]) {
+			t.Fatalf("failover %d: the new leader read commit ledgers %v of %v; want only the last", failover, reads, ids)
+		}
+	}
+	decided, cw := readCommitMap(ctx, t, c.cli, in.acked[len(in.acked)-1].Range.End)
+	checkCommitMap(t, decided, cw, in)
+}
+
+// waitWarmed waits until n's replay cache covers the closed ledgers.
+func waitWarmed(t *testing.T, n *testNode, closed []uint64) {
+	t.Helper()
+	deadline := time.Now().Add(4 * warmEvery)
+	for {
+		if _, covered := n.node.replays.start(closed); covered == len(closed) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standby %s never replayed the closed commit ledgers %v", n.addr, closed)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

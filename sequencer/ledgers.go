@@ -45,6 +45,9 @@ type LedgerControl interface {
 	// ReadCommitLog fences and recovers commit ledger id if it is not
 	// closed, and returns the payloads of its entries ≤ last.
 	ReadCommitLog(ctx context.Context, id uint64) ([][]byte, error)
+	// ReadClosedCommitLog returns the payloads of a closed commit
+	// ledger's entries ≤ last, or ErrLedgerNotClosed: it never fences.
+	ReadClosedCommitLog(ctx context.Context, id uint64) ([][]byte, error)
 	// Recover closes ledger id (fence and recover it if it is not closed)
 	// and returns the spans of its entries ≤ last.
 	Recover(ctx context.Context, id uint64) ([]EntrySpan, error)
@@ -171,6 +174,13 @@ func (lc *LedgerClient) Weakness(ctx context.Context, c CommitLog) (string, erro
 func (lc *LedgerClient) ReadCommitLog(ctx context.Context, id uint64) ([][]byte, error) {
 	var out [][]byte
 	err := lc.scanClosed(ctx, id, true, true, func(e ledger.Entry) { out = append(out, e.Payload) })
+	return out, err
+}
+
+// ReadClosedCommitLog implements LedgerControl.
+func (lc *LedgerClient) ReadClosedCommitLog(ctx context.Context, id uint64) ([][]byte, error) {
+	var out [][]byte
+	err := lc.scanClosed(ctx, id, false, true, func(e ledger.Entry) { out = append(out, e.Payload) })
 	return out, err
 }
 

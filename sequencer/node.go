@@ -94,6 +94,8 @@ type Node struct {
 		// evicted is this node's last revocation of a leader (evict.go).
 		evicted eviction
 	}
+	// replays keeps the replay of the closed commit ledgers (replay_cache.go).
+	replays replayCache
 }
 
 // NewNode returns a node; Run makes it campaign.
@@ -107,6 +109,9 @@ func NewNode(cfg Config) (*Node, error) {
 // Run campaigns, leads while elected, and campaigns again after losing
 // leadership, until ctx ends.
 func (n *Node) Run(ctx context.Context) error {
+	var warm sync.WaitGroup
+	defer warm.Wait()
+	warm.Go(func() { n.warmReplays(ctx) })
 	for ctx.Err() == nil {
 		if err := n.term(ctx); err != nil && ctx.Err() == nil {
 			n.cfg.Logger.Warn("sequencer term failed; campaigning again", "addr", n.cfg.Address, "err", err)
@@ -209,28 +214,24 @@ func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, el
 	if err := store.writeEpoch(lctx); err != nil {
 		return err
 	}
+	epochWritten := time.Now()
 	// Step 2: fence, recover and replay the previous commit ledgers.
 	list, listRev, err := store.commitLedgers(lctx)
 	if err != nil {
 		return err
 	}
-	var entries [][]byte
-	for _, cl := range list.Ledgers {
-		p, err := n.cfg.Ledgers.ReadCommitLog(lctx, cl.Ledger)
-		if err != nil {
-			return fmt.Errorf("commit ledger %d of epoch %d: %w", cl.Ledger, cl.Epoch, err)
-		}
-		entries = append(entries, p...)
-	}
-	replayed, err := Replay(entries)
+	replayed, entries, err := n.replays.replayCommitLog(lctx, list.ids(), n.cfg.Ledgers.ReadCommitLog)
 	if err != nil {
 		return err
 	}
+	n.replays.keep(list.ids(), replayed) // every one is closed now
+	replayDone := time.Now()
 	// Step 3: R, and the older ledgers.
 	t, err := n.takeover(lctx, store, epoch, replayed.C, list)
 	if err != nil {
 		return err
 	}
+	olderDone := time.Now()
 	l := &leader{node: n, epoch: epoch, store: store, ctl: n.cfg.Ledgers, ctx: lctx, cancel: cancel, confirm: make(chan struct{}, 1),
 		electionKey: electionKey}
 	l.lac.Store(-1)
@@ -245,6 +246,11 @@ func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, el
 		c()
 		return err
 	}
+	// Where a takeover's time goes, for an operator tracing a slow one.
+	n.cfg.Logger.Info("sequencer takeover steps", "epoch", epoch, "write_epoch", epochWritten.Sub(elected),
+		"replay", replayDone.Sub(epochWritten), "commit_ledgers", len(list.Ledgers), "entries_read", entries,
+		"older_ledgers", olderDone.Sub(replayDone), "unclosed", len(t.Unclosed), "closed", len(t.Closed),
+		"new_commit_ledger", time.Since(olderDone))
 	mcfg := n.cfg.Machine
 	mcfg.Epoch = epoch
 	m, err := NewMachine(mcfg, t, l.now())

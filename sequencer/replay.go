@@ -30,14 +30,23 @@ type CommitMap struct {
 // recovered, up to their last entry.
 func Replay(entries [][]byte) (CommitMap, error) {
 	var cm CommitMap
+	if err := cm.replay(entries); err != nil {
+		return CommitMap{}, err
+	}
+	return cm, nil
+}
+
+// replay folds more entries, those that follow the ones cm holds, into
+// cm. On an error cm is left partly folded.
+func (cm *CommitMap) replay(entries [][]byte) error {
 	for i, p := range entries {
 		epoch, records, err := DecodeCommitEntry(p)
 		if err != nil {
-			return CommitMap{}, fmt.Errorf("commit entry %d: %w", i, err)
+			return fmt.Errorf("commit entry %d: %w", i, err)
 		}
 		cm.apply(epoch, records)
 	}
-	return cm, nil
+	return nil
 }
 
 func (cm *CommitMap) apply(epoch uint64, records []Record) {

@@ -182,7 +182,13 @@ func (c *testCluster) writeClosed(t *testing.T, ensemble []ledger.Member, n int6
 // clock until the test ends.
 func (c *testCluster) runWorker(t *testing.T, grace time.Duration, events *recorded) {
 	t.Helper()
-	w, err := New(Config{Etcd: c.cli, Stores: c.dialer, Name: "test", Grace: grace, Interval: 20 * time.Millisecond,
+	c.runWorkerEvery(t, grace, 20*time.Millisecond, events)
+}
+
+// runWorkerEvery runs an elected worker with the given interval.
+func (c *testCluster) runWorkerEvery(t *testing.T, grace, interval time.Duration, events *recorded) {
+	t.Helper()
+	w, err := New(Config{Etcd: c.cli, Stores: c.dialer, Name: "test", Grace: grace, Interval: interval,
 		Now: c.now, Events: events.listener()})
 	if err != nil {
 		t.Fatal(err)

@@ -99,8 +99,9 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{cfg: cfg, goneSince: map[string]time.Time{}, failures: map[uint64]string{}, full: map[copyKey]bool{}}, nil
 }
 
-// Run campaigns and, while elected, runs a pass every Interval, until ctx
-// ends. A lost session campaigns again.
+// Run campaigns and, while elected, runs a pass whenever stores or ledgers
+// change and at least every Interval, until ctx ends. A lost session
+// campaigns again.
 func (w *Worker) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if err := w.lead(ctx); err != nil && ctx.Err() == nil {
@@ -134,6 +135,7 @@ func (w *Worker) lead(ctx context.Context) error {
 		return err
 	}
 	w.cfg.Logger.Info("re-replication worker elected", "name", w.cfg.Name)
+	changed := w.watchChanges(ctx)
 	for {
 		if err := w.Pass(ctx); err != nil && ctx.Err() == nil {
 			w.cfg.Logger.Warn("re-replication pass failed", "err", err)
@@ -141,9 +143,45 @@ func (w *Worker) lead(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-changed:
+			// Let the burst a fault causes (stores coming back, ledgers
+			// closing) settle into one pass.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(passSettle):
+			}
+			select {
+			case <-changed:
+			default:
+			}
 		case <-time.After(w.cfg.Interval):
 		}
 	}
+}
+
+// passSettle is how long a pass waits after a change it was woken by.
+const passSettle = 300 * time.Millisecond
+
+// watchChanges returns a channel that is signalled when a store registers
+// or goes, or a ledger's metadata changes (one opens, closes, or changes
+// its ensemble): a copy may be owed or possible then, and a pass on the
+// next Interval would leave a ledger under-replicated for that long. The
+// watches end with ctx.
+func (w *Worker) watchChanges(ctx context.Context) <-chan struct{} {
+	changed := make(chan struct{}, 1)
+	for _, prefix := range []string{keys.StoresPrefix, keys.LedgersPrefix} {
+		events := w.cfg.Etcd.Watch(ctx, prefix, clientv3.WithPrefix())
+		go func() {
+			for range events {
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	return changed
 }
 
 // Pass examines every closed ledger once and re-replicates those with

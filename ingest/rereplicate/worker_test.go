@@ -89,6 +89,26 @@ func TestWipedStoreIsReplacedByACopy(t *testing.T) {
 	}
 }
 
+// TestAStoreThatComesBackWakesTheWorker: passes run when stores register
+// or go, not only every Interval (an hour here), so a ledger that lost a
+// copy is copied again within moments of the store's return.
+func TestAStoreThatComesBackWakesTheWorker(t *testing.T) {
+	c := newTestCluster(t, 4)
+	m := c.writeClosed(t, c.members(0, 1, 2), 50)
+	first := c.stores[2].member
+	c.wipe(t, c.stores[2])
+	var events recorded
+	c.runWorkerEvery(t, time.Hour, time.Hour, &events)
+	c.waitEnsemble(t, m.ID, func(m ledger.Metadata) bool { return !slices.Contains(m.Ensemble, first) }, nil)
+
+	// The worker has passed once and now waits out its hour: the second
+	// wipe is copied only if the store's return wakes it.
+	second := c.stores[0].member
+	c.wipe(t, c.stores[0])
+	after := c.waitEnsemble(t, m.ID, func(m ledger.Metadata) bool { return !slices.Contains(m.Ensemble, second) }, nil)
+	c.checkEveryMember(t, after, func(e int64) []byte { return payloadFor(m.ID, e) })
+}
+
 // TestCommitLedgerIsRereplicated: a closed commit ledger of the sequencer,
 // created degraded on two stores (a third was down), keeps W=2 of an
 // intended 3 until the worker copies it; after one of its stores is gone

@@ -172,8 +172,9 @@ func (r *readiness) refresh() error {
 		// for a grant stream): clients whose frames stall probe it and move
 		// elsewhere when it cannot. While no sequencer leader grants, every
 		// node waits alike, and moving would only hand producers around;
-		// a node that has neither a grant stream nor the etcd quorum is cut
-		// off, though (quorum.go).
+		// a node that has neither a grant stream nor the etcd quorum, and
+		// reaches no majority of the nodes, is cut off, though (quorum.go,
+		// peers.go).
 		refused := r.server.canOwnProducers()
 		r.refused.Store(&refused)
 		r.health.SetServingStatus(orderlogpb.Producer_ServiceDesc.ServiceName, servingStatus(refused))
@@ -208,7 +209,12 @@ func (s *Server) canOwnProducers() error {
 	if s.ingest.HasGrantStream() && !leadsHere {
 		return nil
 	}
-	return s.quorum.lost(time.Now())
+	now := time.Now()
+	err := s.quorum.lost(now)
+	if err != nil && s.peers.reachesMajority(now) {
+		return nil // etcd elects; every node waits alike (peers.go)
+	}
+	return err
 }
 
 func servingStatus(notReady error) healthpb.HealthCheckResponse_ServingStatus {

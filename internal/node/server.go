@@ -186,7 +186,9 @@ type Server struct {
 	// ensemble for its commit ledger), nil once it does.
 	sequencerWait atomic.Pointer[error]
 	// quorum tells whether this node reaches the etcd quorum (quorum.go).
-	quorum       quorumWatch
+	quorum quorumWatch
+	// peers tells an etcd election from a partition (peers.go).
+	peers        peerWatch
 	ingest       *ingest.Node
 	reader       *reader.Reader
 	registration *storeRegistration
@@ -248,6 +250,10 @@ func (s *Server) start() error {
 	s.quorum.lastOK.Store(time.Now().UnixNano())
 	go s.readiness.run(ctx)
 	go s.quorum.run(ctx, s.cli)
+	if s.ingest != nil {
+		s.peers.self = s.AdvertisedGRPCAddr()
+		go s.peers.run(ctx, s.cli)
+	}
 	go s.grpc.Serve(s.grpcLis)
 	return s.startHTTP()
 }

@@ -1,0 +1,88 @@
+package sequencer
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+)
+
+// commitLogOf is a commit log of three closed ledgers (10, 11, 12) of
+// epochs 5, 5 and 6, the last of which decides [10, 110) again.
+func commitLogOf() map[uint64][][]byte {
+	return map[uint64][][]byte{
+		10: {EncodeCommitEntry(nil, 5, []Record{{Kind: KindWritten, Range: Range{0, 10}, Ledger: 7, Entry: 0}, {Kind: KindWatermark, Watermark: 10}})},
+		11: {EncodeCommitEntry(nil, 5, []Record{{Kind: KindHole, Range: Range{59, 61}}})},
+		12: {EncodeCommitEntry(nil, 6, []Record{{Kind: KindHole, Range: Range{10, 110}}, {Kind: KindWatermark, Watermark: 110}}),
+			EncodeCommitEntry(nil, 6, []Record{{Kind: KindWritten, Range: Range{110, 112}, Ledger: 8, Entry: 3}})},
+	}
+}
+
+// TestReplayCacheReadsOnlyTheLedgersAfterItsPrefix: a takeover with the
+// first two ledgers cached reads only the third, and its replay equals
+// one of the whole log; the cached copy is not changed by the takeover's.
+func TestReplayCacheReadsOnlyTheLedgersAfterItsPrefix(t *testing.T) {
+	log := commitLogOf()
+	var read []uint64
+	reader := func(_ context.Context, id uint64) ([][]byte, error) {
+		read = append(read, id)
+		return log[id], nil
+	}
+	var all [][]byte
+	for _, id := range []uint64{10, 11, 12} {
+		all = append(all, log[id]...)
+	}
+	whole, err := Replay(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var c replayCache
+	prefix, _, err := c.replayCommitLog(context.Background(), []uint64{10, 11}, reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.keep([]uint64{10, 11}, prefix)
+	cachedRecords := slices.Clone(prefix.Records)
+
+	read = nil
+	got, entries, err := c.replayCommitLog(context.Background(), []uint64{10, 11, 12}, reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(read, []uint64{12}) || entries != 2 {
+		t.Fatalf("read ledgers %v (%d entries), want only 12 (2)", read, entries)
+	}
+	if !reflect.DeepEqual(got, whole) {
+		t.Fatalf("replay from the cache %+v, whole log %+v", got, whole)
+	}
+	if again, n := c.start([]uint64{10, 11, 12}); n != 2 || !slices.Equal(again.Records, cachedRecords) {
+		t.Fatalf("the cached prefix changed: %d ledgers, %+v, want 2, %+v", n, again.Records, cachedRecords)
+	}
+
+	// A list the cache is not a prefix of is replayed whole.
+	read = nil
+	if _, _, err := c.replayCommitLog(context.Background(), []uint64{11, 12}, reader); err != nil || !slices.Equal(read, []uint64{11, 12}) {
+		t.Fatalf("another list: read %v, %v", read, err)
+	}
+	// A shorter fold does not replace a longer one.
+	c.keep([]uint64{10}, CommitMap{})
+	if _, n := c.start([]uint64{10, 11, 12}); n != 2 {
+		t.Fatalf("a shorter fold replaced the cache: prefix %d", n)
+	}
+}
+
+func TestReplayCacheReportsTheLedgerItCouldNotRead(t *testing.T) {
+	var c replayCache
+	broken := errors.New("store down")
+	_, _, err := c.replayCommitLog(context.Background(), []uint64{10, 11}, func(_ context.Context, id uint64) ([][]byte, error) {
+		if id == 11 {
+			return nil, broken
+		}
+		return commitLogOf()[id], nil
+	})
+	if !errors.Is(err, broken) || err.Error() != "commit ledger 11: store down" {
+		t.Fatalf("err = %v", err)
+	}
+}
