@@ -39,7 +39,7 @@ type SequencerSession struct {
 	replies     chan GrantReply
 	stop        chan struct{}
 	done        chan struct{} // run has returned
-	expired     chan struct{} // expireHeld has returned
+	expireDone  chan struct{} // expireHeld has returned
 
 	mu struct {
 		sync.Mutex
@@ -48,7 +48,12 @@ type SequencerSession struct {
 		epoch       int64
 		streams     uint64       // grant streams a leader accepted
 		outstanding []GrantReply // requested, not yet answered, in order
-		held        []heldGrant  // asked while there was no stream, in order
+		// held are the grants asked while there was no stream, in order;
+		// empty while client is set (sendHeldLocked empties it when a
+		// stream comes). With outstanding, bounded by the pipeline's
+		// grants in flight, which the replies channel is sized for.
+		held   []heldGrant
+		closed bool
 	}
 }
 
@@ -95,7 +100,7 @@ func NewSequencerSession(etcd *clientv3.Client, local LocalSequencer, opts Sessi
 		opts.Silence = DefaultGrantStreamSilence
 	}
 	s := &SequencerSession{etcd: etcd, local: local, opts: opts, incarnation: incarnation, leaseID: leaseID, onClose: onClose,
-		replies: make(chan GrantReply, 4096), stop: make(chan struct{}), done: make(chan struct{}), expired: make(chan struct{})}
+		replies: make(chan GrantReply, 4096), stop: make(chan struct{}), done: make(chan struct{}), expireDone: make(chan struct{})}
 	go s.run()
 	go s.expireHeld()
 	return s
@@ -131,7 +136,11 @@ func (s *SequencerSession) Replies() <-chan GrantReply { return s.replies }
 func (s *SequencerSession) Grant(batchID, ledger uint64, count int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.client == nil || len(s.mu.held) > 0 { // the held ones go first
+	switch {
+	case s.mu.closed:
+		s.replyLocked(GrantReply{BatchID: batchID, Ledger: ledger, Err: apierr.New(apierr.Unavailable, "sequencer session closed")})
+		return
+	case s.mu.client == nil:
 		s.mu.held = append(s.mu.held, heldGrant{batchID: batchID, ledger: ledger, count: count, asked: time.Now()})
 		return
 	}
@@ -154,7 +163,7 @@ func (s *SequencerSession) sendHeldLocked() {
 // expireHeld refuses held grants older than grantHoldLimit until the
 // session closes.
 func (s *SequencerSession) expireHeld() {
-	defer close(s.expired)
+	defer close(s.expireDone)
 	t := time.NewTicker(grantHoldLimit / 20)
 	defer t.Stop()
 	for {
@@ -206,9 +215,10 @@ func (s *SequencerSession) withClient(fn func(*sequencer.GrantClient)) {
 func (s *SequencerSession) Close() {
 	close(s.stop)
 	<-s.done
-	<-s.expired
+	<-s.expireDone
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.mu.closed = true
 	for _, h := range s.mu.held {
 		s.replyLocked(GrantReply{BatchID: h.batchID, Ledger: h.ledger, Err: apierr.New(apierr.Unavailable, "sequencer session closed")})
 	}

@@ -220,7 +220,7 @@ func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, el
 	if err != nil {
 		return err
 	}
-	replayed, entries, err := n.replays.replayCommitLog(lctx, list.ids(), n.cfg.Ledgers.ReadCommitLog)
+	replayed, _, entries, err := n.replays.replayCommitLog(lctx, list.ids(), n.cfg.Ledgers.ReadCommitLog)
 	if err != nil {
 		return err
 	}
@@ -319,6 +319,12 @@ func (n *Node) setTakingOver(epoch uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.mu.takingOver = epoch
+}
+
+func (n *Node) takingOverEpoch() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.takingOver
 }
 
 func (n *Node) leader() *leader {

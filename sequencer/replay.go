@@ -37,14 +37,22 @@ func Replay(entries [][]byte) (CommitMap, error) {
 }
 
 // replay folds more entries, those that follow the ones cm holds, into
-// cm. On an error cm is left partly folded.
+// cm. Every entry is decoded first: on an error cm is unchanged.
 func (cm *CommitMap) replay(entries [][]byte) error {
+	type decoded struct {
+		epoch   uint64
+		records []Record
+	}
+	all := make([]decoded, len(entries))
 	for i, p := range entries {
 		epoch, records, err := DecodeCommitEntry(p)
 		if err != nil {
 			return fmt.Errorf("commit entry %d: %w", i, err)
 		}
-		cm.apply(epoch, records)
+		all[i] = decoded{epoch, records}
+	}
+	for _, d := range all {
+		cm.apply(d.epoch, d.records)
 	}
 	return nil
 }

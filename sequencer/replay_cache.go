@@ -28,22 +28,34 @@ type replayCache struct {
 func (c *replayCache) start(ledgers []uint64) (CommitMap, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := len(c.ledgers)
-	if n > len(ledgers) || !slices.Equal(c.ledgers, ledgers[:n]) {
-		return CommitMap{}, 0 // another list (a checkpoint truncated it): fold afresh
+	if !c.prefixOfLocked(ledgers) {
+		return CommitMap{}, 0 // another list (once issue 16's checkpoints truncate it): fold afresh
 	}
 	cm := c.folded
 	cm.Records = slices.Clone(cm.Records)
-	return cm, n
+	return cm, len(c.ledgers)
+}
+
+func (c *replayCache) prefixOfLocked(ledgers []uint64) bool {
+	n := len(c.ledgers)
+	return n <= len(ledgers) && slices.Equal(c.ledgers, ledgers[:n])
+}
+
+// covers says whether the cache holds the replay of ledgers already.
+func (c *replayCache) covers(ledgers []uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Equal(c.ledgers, ledgers)
 }
 
 // keep records cm as the replay of ledgers (which must all be closed),
-// unless the cache already covers as many. It keeps cm itself: the caller
-// must not change it afterwards.
+// unless the cache holds a longer prefix of them already. It keeps cm
+// itself: the caller must not change it afterwards.
 func (c *replayCache) keep(ledgers []uint64, cm CommitMap) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(ledgers) <= len(c.ledgers) {
+	n := len(c.ledgers)
+	if n >= len(ledgers) && slices.Equal(c.ledgers[:len(ledgers)], ledgers) {
 		return
 	}
 	c.ledgers, c.folded = slices.Clone(ledgers), cm
@@ -51,21 +63,22 @@ func (c *replayCache) keep(ledgers []uint64, cm CommitMap) {
 
 // replayCommitLog replays the commit ledgers of list, older first, from
 // the cached prefix on; read reads one ledger's entry payloads. It
-// returns the replay and how many entries it read.
-func (c *replayCache) replayCommitLog(ctx context.Context, ledgers []uint64, read func(context.Context, uint64) ([][]byte, error)) (CommitMap, int, error) {
-	cm, done := c.start(ledgers)
-	entries := 0
-	for _, id := range ledgers[done:] {
+// returns the replay of the ledgers it could fold — all of them unless
+// err says which one it could not read — how many those are, and how many
+// entries it read.
+func (c *replayCache) replayCommitLog(ctx context.Context, ledgers []uint64, read func(context.Context, uint64) ([][]byte, error)) (cm CommitMap, folded, entries int, err error) {
+	cm, folded = c.start(ledgers)
+	for _, id := range ledgers[folded:] {
 		p, err := read(ctx, id)
 		if err != nil {
-			return CommitMap{}, 0, fmt.Errorf("commit ledger %d: %w", id, err)
+			return cm, folded, entries, fmt.Errorf("commit ledger %d: %w", id, err)
 		}
-		if err := cm.replay(p); err != nil {
-			return CommitMap{}, 0, fmt.Errorf("commit ledger %d: %w", id, err)
+		if err := cm.replay(p); err != nil { // cm unchanged: the ledgers before it stay folded
+			return cm, folded, entries, fmt.Errorf("commit ledger %d: %w", id, err)
 		}
-		entries += len(p)
+		folded, entries = folded+1, entries+len(p)
 	}
-	return cm, entries, nil
+	return cm, folded, entries, nil
 }
 
 // warmEvery is how often a standby looks for newly closed commit ledgers.
@@ -73,28 +86,40 @@ const warmEvery = 2 * time.Second
 
 // warmReplays extends the cache with the closed commit ledgers (all of
 // the list but its last) every warmEvery until ctx ends, so that a
-// takeover reads only what the previous leader wrote last. A ledger that
-// cannot be read now is tried again on the next round.
+// takeover reads only what the previous leader wrote last. What it could
+// fold before a ledger it cannot read is kept; that ledger is tried again
+// on the next round (a failure is logged when it first appears).
 func (n *Node) warmReplays(ctx context.Context) {
 	t := time.NewTicker(warmEvery)
 	defer t.Stop()
 	store := &epochStore{cli: n.cfg.Etcd}
+	failing := ""
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if n.leader() != nil {
-			continue // its takeover brought the cache up to date
+		if n.leader() != nil || n.takingOverEpoch() != 0 {
+			continue // its own takeover reads the log and fills the cache
 		}
 		list, _, err := store.commitLedgers(ctx)
 		if err != nil || len(list.Ledgers) < 2 {
 			continue
 		}
 		closed := list.ids()[:len(list.Ledgers)-1]
-		if cm, _, err := n.replays.replayCommitLog(ctx, closed, n.cfg.Ledgers.ReadClosedCommitLog); err == nil {
-			n.replays.keep(closed, cm)
+		if n.replays.covers(closed) {
+			continue
+		}
+		cm, folded, _, err := n.replays.replayCommitLog(ctx, closed, n.cfg.Ledgers.ReadClosedCommitLog)
+		n.replays.keep(closed[:folded], cm)
+		switch {
+		case err == nil:
+			failing = ""
+		case err.Error() != failing && ctx.Err() == nil:
+			failing = err.Error()
+			n.cfg.Logger.Info("sequencer: a standby could not replay a closed commit ledger ahead of a takeover; retrying",
+				"err", err)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -39,7 +40,7 @@ func TestReplayCacheReadsOnlyTheLedgersAfterItsPrefix(t *testing.T) {
 	}
 
 	var c replayCache
-	prefix, _, err := c.replayCommitLog(context.Background(), []uint64{10, 11}, reader)
+	prefix, _, _, err := c.replayCommitLog(context.Background(), []uint64{10, 11}, reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +48,11 @@ func TestReplayCacheReadsOnlyTheLedgersAfterItsPrefix(t *testing.T) {
 	cachedRecords := slices.Clone(prefix.Records)
 
 	read = nil
-	got, entries, err := c.replayCommitLog(context.Background(), []uint64{10, 11, 12}, reader)
+	got, folded, entries, err := c.replayCommitLog(context.Background(), []uint64{10, 11, 12}, reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(read, []uint64{12}) || entries != 2 {
+	if !slices.Equal(read, []uint64{12}) || entries != 2 || folded != 3 {
 		t.Fatalf("read ledgers %v (%d entries), want only 12 (2)", read, entries)
 	}
 	if !reflect.DeepEqual(got, whole) {
@@ -63,7 +64,7 @@ func TestReplayCacheReadsOnlyTheLedgersAfterItsPrefix(t *testing.T) {
 
 	// A list the cache is not a prefix of is replayed whole.
 	read = nil
-	if _, _, err := c.replayCommitLog(context.Background(), []uint64{11, 12}, reader); err != nil || !slices.Equal(read, []uint64{11, 12}) {
+	if _, _, _, err := c.replayCommitLog(context.Background(), []uint64{11, 12}, reader); err != nil || !slices.Equal(read, []uint64{11, 12}) {
 		t.Fatalf("another list: read %v, %v", read, err)
 	}
 	// A shorter fold does not replace a longer one.
@@ -73,16 +74,59 @@ func TestReplayCacheReadsOnlyTheLedgersAfterItsPrefix(t *testing.T) {
 	}
 }
 
-func TestReplayCacheReportsTheLedgerItCouldNotRead(t *testing.T) {
-	var c replayCache
+// TestReplayCacheKeepsWhatItFoldedBeforeALedgerItCouldNotRead: the
+// ledgers before one that cannot be read (a store down) or decoded stay
+// folded, and the error names the ledger.
+func TestReplayCacheKeepsWhatItFoldedBeforeALedgerItCouldNotRead(t *testing.T) {
+	log := commitLogOf()
 	broken := errors.New("store down")
-	_, _, err := c.replayCommitLog(context.Background(), []uint64{10, 11}, func(_ context.Context, id uint64) ([][]byte, error) {
-		if id == 11 {
-			return nil, broken
-		}
-		return commitLogOf()[id], nil
-	})
-	if !errors.Is(err, broken) || err.Error() != "commit ledger 11: store down" {
-		t.Fatalf("err = %v", err)
+	for _, tc := range []struct {
+		name string
+		read func(uint64) ([][]byte, error)
+		want string
+	}{
+		{"unreadable", func(id uint64) ([][]byte, error) {
+			if id == 11 {
+				return nil, broken
+			}
+			return log[id], nil
+		}, "commit ledger 11: store down"},
+		{"torn", func(id uint64) ([][]byte, error) {
+			if id == 11 {
+				return [][]byte{log[11][0][:3]}, nil
+			}
+			return log[id], nil
+		}, "commit ledger 11: commit entry 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c replayCache
+			ids := []uint64{10, 11, 12}
+			cm, folded, _, err := c.replayCommitLog(context.Background(), ids, func(_ context.Context, id uint64) ([][]byte, error) { return tc.read(id) })
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q…", err, tc.want)
+			}
+			only10, _ := Replay(log[10])
+			if folded != 1 || !reflect.DeepEqual(cm, only10) {
+				t.Fatalf("folded %d: %+v, want ledger 10's replay %+v", folded, cm, only10)
+			}
+			c.keep(ids[:folded], cm)
+			if _, n := c.start(ids); n != 1 {
+				t.Fatalf("kept a prefix of %d ledgers, want 1", n)
+			}
+		})
+	}
+}
+
+// TestReplayCacheGivesWayToAnotherList: a fold of a list the cache is no
+// prefix of replaces it, even a shorter one.
+func TestReplayCacheGivesWayToAnotherList(t *testing.T) {
+	var c replayCache
+	c.keep([]uint64{10, 11, 12}, CommitMap{C: 3})
+	c.keep([]uint64{20}, CommitMap{C: 7})
+	if cm, n := c.start([]uint64{20, 21}); n != 1 || cm.C != 7 {
+		t.Fatalf("start = %+v, %d; want the new list's fold", cm, n)
+	}
+	if !c.covers([]uint64{20}) || c.covers([]uint64{20, 21}) {
+		t.Fatal("covers is wrong")
 	}
 }

@@ -1,6 +1,9 @@
 package rereplicate
 
 import (
+	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -64,5 +67,23 @@ func TestTargetsLeastLoadedFirst(t *testing.T) {
 	got = targets(decision{keep: keep, partial: []ledger.Member{{StoreID: "b"}}}, registered, load, 2)
 	if len(got) != 2 || got[0].StoreID != "b" || got[1].StoreID != "c" {
 		t.Fatalf("targets with a partial member %+v", got)
+	}
+}
+
+// TestOrphansAreOnlyCopiesOfAChangeThatCertainlyFailed: after an ensemble
+// change whose answer was lost nothing is deleted (it may have happened);
+// after one refused for a newer ensemble, only copies on stores in
+// neither ensemble are.
+func TestOrphansAreOnlyCopiesOfAChangeThatCertainlyFailed(t *testing.T) {
+	m := func(id string) ledger.Member { return ledger.Member{StoreID: id, Incarnation: 1} }
+	before := []ledger.Member{m("a"), m("b"), m("c")}
+	copied := []ledger.Member{m("b"), m("d"), m("e")} // b filled up in place
+	if got := orphans(context.Canceled, copied, before, nil); got != nil {
+		t.Fatalf("lost answer: orphans %v, want none", got)
+	}
+	current := []ledger.Member{m("a"), m("b"), m("e")} // another change copied to e
+	got := orphans(fmt.Errorf("cas: %w", ledger.ErrEnsembleChanged), copied, before, current)
+	if !slices.Equal(got, []ledger.Member{m("d")}) {
+		t.Fatalf("refused change: orphans %v, want only d", got)
 	}
 }

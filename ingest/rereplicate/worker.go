@@ -166,17 +166,33 @@ const passSettle = 300 * time.Millisecond
 // watchChanges returns a channel that is signalled when a store registers
 // or goes, or a ledger's metadata changes (one opens, closes, or changes
 // its ensemble): a copy may be owed or possible then, and a pass on the
-// next Interval would leave a ledger under-replicated for that long. The
-// watches end with ctx.
+// next Interval would leave a ledger under-replicated for that long. A
+// watch that ends (etcd compacted past it, or failed) is opened again
+// after a second, with a signal: what it missed is for a pass to find.
+// The watches end with ctx.
 func (w *Worker) watchChanges(ctx context.Context) <-chan struct{} {
 	changed := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
 	for _, prefix := range []string{keys.StoresPrefix, keys.LedgersPrefix} {
-		events := w.cfg.Etcd.Watch(ctx, prefix, clientv3.WithPrefix())
 		go func() {
-			for range events {
+			for ctx.Err() == nil {
+				wctx, cancel := context.WithCancel(ctx)
+				for resp := range w.cfg.Etcd.Watch(wctx, prefix, clientv3.WithPrefix()) {
+					if resp.Err() != nil {
+						break
+					}
+					signal()
+				}
+				cancel()
 				select {
-				case changed <- struct{}{}:
-				default:
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+					signal()
 				}
 			}
 		}()
@@ -184,9 +200,9 @@ func (w *Worker) watchChanges(ctx context.Context) <-chan struct{} {
 	return changed
 }
 
-// Pass examines every closed ledger once and re-replicates those with
-// fewer copies than intended. Errors of one ledger are logged and do not
-// stop the pass.
+// Pass examines every closed ledger once, newest first, and re-replicates
+// those with fewer copies than intended. Errors of one ledger are logged
+// and do not stop the pass.
 func (w *Worker) Pass(ctx context.Context) error {
 	live, err := ledger.LiveStores(ctx, w.cfg.Etcd)
 	if err != nil {
@@ -204,7 +220,10 @@ func (w *Worker) Pass(ctx context.Context) error {
 		}
 	}
 	w.forgetCopies(ms)
-	for _, m := range ms {
+	// Newest first: the ledgers a fault just left degraded are the newest,
+	// and a worker elected afresh asks every member of every older one
+	// before it trusts it (seconds once the history holds hundreds).
+	for _, m := range slices.Backward(ms) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -327,7 +346,7 @@ func (w *Worker) rereplicate(ctx context.Context, m ledger.Metadata, d decision,
 	}
 	changed, err := ledger.ChangeEnsemble(ctx, w.cfg.Etcd, m, next)
 	if err != nil {
-		w.dropOrphans(ctx, m.ID, copied, changed.Ensemble)
+		w.dropOrphans(ctx, m.ID, orphans(err, copied, m.Ensemble, changed.Ensemble))
 		return err
 	}
 	for _, c := range copied {
@@ -358,13 +377,30 @@ func nextEnsemble(ensemble, keep, copied []ledger.Member) []ledger.Member {
 	return next
 }
 
-// dropOrphans deletes the copies made for a change that did not happen,
-// except on stores the ledger's current ensemble names.
-func (w *Worker) dropOrphans(ctx context.Context, id uint64, copied, current []ledger.Member) {
+// orphans returns the copies to delete after ChangeEnsemble failed with
+// err: none unless the change certainly did not happen (ErrEnsembleChanged,
+// with current the ensemble that is), and never one on a store of the
+// ensemble before or now. A change whose answer was lost (a timeout, this
+// worker deposed mid-call) may have happened: deleting its copies would
+// leave members that hold nothing, and a store refuses a ledger it
+// deleted for good, so no later pass could copy it there again. A copy
+// left over only costs space.
+func orphans(err error, copied, before, current []ledger.Member) []ledger.Member {
+	if !errors.Is(err, ledger.ErrEnsembleChanged) {
+		return nil
+	}
+	var out []ledger.Member
 	for _, c := range copied {
-		if memberOf(c.StoreID, current) {
-			continue
+		if !memberOf(c.StoreID, before) && !memberOf(c.StoreID, current) {
+			out = append(out, c)
 		}
+	}
+	return out
+}
+
+// dropOrphans deletes ledger id's copies on stores.
+func (w *Worker) dropOrphans(ctx context.Context, id uint64, stores []ledger.Member) {
+	for _, c := range stores {
 		if client, err := w.cfg.Stores.Client(c); err == nil {
 			_, _ = client.DeleteLedger(ctx, &walpb.DeleteLedgerRequest{LedgerId: id})
 		}

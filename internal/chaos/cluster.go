@@ -336,7 +336,8 @@ func (c *Cluster) WaitProtected(ctx context.Context, states ...ledger.State) err
 }
 
 // weakLedgers lists the ledgers that are degraded, name a store
-// incarnation that is not registered, or name a store lost for good.
+// incarnation that is not registered, name a store lost for good, or are
+// open on a damaged store.
 func (c *Cluster) weakLedgers(ctx context.Context, cli *clientv3.Client, states []ledger.State) ([]uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -362,6 +363,14 @@ func (c *Cluster) weakLedgers(ctx context.Context, cli *clientv3.Client, states 
 		// expires: the newest store at its address tells.
 		_, lost := ledger.AnyLost(m.Ensemble, live)
 		sound = sound && !lost
+		// An open ledger on a store whose journal damage may hide its
+		// records has one trustworthy copy fewer until its owner rolls it
+		// (ledger.Weakness): one created just before the damaged store
+		// registered is not among those WaitClosed waits for.
+		if m.State == ledger.StateOpen {
+			_, damaged := ledger.DamagedMember(m, live)
+			sound = sound && !damaged
+		}
 		if !sound {
 			weak = append(weak, m.ID)
 		}

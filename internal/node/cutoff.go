@@ -11,16 +11,14 @@ import (
 // An HTTP producer cannot probe a node's Producer health the way the gRPC
 // client does when its frames stall: it waits for its own timeout. A node
 // that cannot own producers (canOwnProducers: not registered, or cut off,
-// with neither a grant stream nor the etcd quorum for 1 s) therefore
-// answers its HTTP producers 503 UNAVAILABLE at once, and ends the
-// requests already waiting with 504 TIMEOUT (outcome unknown) when it
-// finds itself so, so they retry on a node that can log them. Ending a
-// waiting request is as safe as a client's timeout: the producer's
-// sequence numbers (or its Idempotency-Key) make the retry exactly-once,
-// and the node taking the producer over fences this one first. While etcd
-// elects a raft leader and no sequencer grants, every node is in that
-// state for a second or two, and HTTP producers go round the nodes until
-// one can log them.
+// with neither a grant stream nor the etcd quorum for 1 s while its peers
+// have the quorum or do not answer) therefore answers its HTTP producers
+// 503 UNAVAILABLE at once, and ends the requests already waiting with 504
+// TIMEOUT (outcome unknown) when it finds itself so, so they retry on a
+// node that can log them. Ending a waiting request is as safe as a
+// client's timeout: the producer's sequence numbers (or its
+// Idempotency-Key) make the retry exactly-once, and the node taking the
+// producer over fences this one first.
 const cutOffCheckEvery = 250 * time.Millisecond
 
 // cutOffError is the cause a waiting request is cancelled with.

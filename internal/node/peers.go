@@ -9,55 +9,83 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
 
 	"orderlog/internal/grpcopt"
 )
 
 // While etcd elects a raft leader, every node loses the quorum for a
 // second or two, and if no sequencer grants meanwhile (the leader's node
-// was the one killed) every node would find itself cut off and answer
-// its Producer health NOT_SERVING: producers then hop between the live
-// nodes during their takeovers. A node that still reaches a majority of
-// the nodes (itself and the peers that answer) is not cut off, only
-// waiting like the others; an isolated node reaches none. peerWatch asks
-// every peer's health service (any answer counts: a peer that itself
-// waits still answers) and remembers when a majority last answered.
-const peersListEvery = 5 * time.Second
+// was the one killed or paused) every node would find itself cut off and
+// answer its Producer health NOT_SERVING: producers then hop between the
+// live nodes during their takeovers. A node is only waiting, not cut off,
+// when a majority of the nodes (itself and the peers that answer) have
+// lost the quorum alike: etcd elects. A node that alone lost etcd (its
+// member stuck, its etcd ports partitioned) finds its peers with the
+// quorum, and an isolated node reaches none; both are cut off.
+//
+// Each node says whether it doubts the quorum in the health status of
+// quorumHealthService (NOT_SERVING: no linearizable read for
+// quorumDoubtAfter, sooner than quorumLostAfter so that a peer's answer
+// does not lag this node's own verdict); peerWatch asks every peer's.
+const (
+	quorumHealthService = "orderlog.v1.EtcdQuorum"
+	quorumDoubtAfter    = 600 * time.Millisecond
+	// peersListEvery is how often the peers are listed from etcd (the
+	// last list is kept while etcd cannot answer).
+	peersListEvery = 5 * time.Second
+	// peersMajorityFor is how long a majority's answer counts: a round
+	// of asking takes up to quorumAskFor plus quorumAskEvery.
+	peersMajorityFor = quorumLostAfter + quorumAskFor
+)
 
-// peerWatch remembers when this node last reached a majority of the
-// nodes registered in etcd.
+// peerWatch remembers when this node last found a majority of the nodes
+// without the etcd quorum.
 type peerWatch struct {
 	self         string       // this node's advertised gRPC address
 	lastMajority atomic.Int64 // unix nanoseconds; 0: never
 
 	mu struct {
 		sync.Mutex
+		peers []string                    // every listed peer, reachable or not
 		conns map[string]*grpc.ClientConn // by peer address
 	}
 }
 
-// run lists the peers every peersListEvery (keeping the last list while
-// etcd cannot answer) and asks them every quorumAskEvery until ctx ends.
+// run lists the peers in the background and asks them every
+// quorumAskEvery until ctx ends.
 func (p *peerWatch) run(ctx context.Context, cli *clientv3.Client) {
-	defer p.closeAll()
+	var lister sync.WaitGroup
+	lister.Go(func() { p.listEvery(ctx, cli) })
+	defer func() {
+		lister.Wait()
+		p.closeAll()
+	}()
 	t := time.NewTicker(quorumAskEvery)
 	defer t.Stop()
-	var listed time.Time
 	for {
-		if time.Since(listed) >= peersListEvery {
-			lctx, cancel := context.WithTimeout(ctx, quorumAskFor)
-			addrs, err := clientEndpoints(lctx, cli)
-			cancel()
-			if err == nil {
-				p.setPeers(slices.DeleteFunc(addrs, func(a string) bool { return a == p.self }))
-				listed = time.Now()
-			}
-		}
 		if p.askAll(ctx) {
 			p.lastMajority.Store(time.Now().UnixNano())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// listEvery lists the peers (every process that registered a store, but
+// this one) every peersListEvery, whether or not the last try worked.
+func (p *peerWatch) listEvery(ctx context.Context, cli *clientv3.Client) {
+	t := time.NewTicker(peersListEvery)
+	defer t.Stop()
+	for {
+		lctx, cancel := context.WithTimeout(ctx, quorumAskFor)
+		addrs, err := clientEndpoints(lctx, cli)
+		cancel()
+		if err == nil {
+			p.setPeers(slices.DeleteFunc(addrs, func(a string) bool { return a == p.self }))
 		}
 		select {
 		case <-ctx.Done():
@@ -71,6 +99,7 @@ func (p *peerWatch) run(ctx context.Context, cli *clientv3.Client) {
 func (p *peerWatch) setPeers(addrs []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.mu.peers = slices.Clone(addrs)
 	if p.mu.conns == nil {
 		p.mu.conns = make(map[string]*grpc.ClientConn)
 	}
@@ -90,53 +119,54 @@ func (p *peerWatch) setPeers(addrs []string) {
 	}
 }
 
-// askAll asks every peer at once and says whether this node and the
-// peers that answered are a majority of the nodes. With no peer known it
-// says no: a lone node has nobody to tell a partition from an election.
+// askAll asks every peer at once whether it doubts the quorum and says
+// whether this node and the peers that do are a majority of the nodes,
+// as soon as they are. With no peer listed it says no: a lone node has
+// nobody to tell a partition from an election.
 func (p *peerWatch) askAll(ctx context.Context) bool {
 	p.mu.Lock()
+	total := len(p.mu.peers) + 1
 	conns := make([]*grpc.ClientConn, 0, len(p.mu.conns))
 	for _, conn := range p.mu.conns {
 		conns = append(conns, conn)
 	}
 	p.mu.Unlock()
-	if len(conns) == 0 {
+	if total == 1 {
 		return false
 	}
-	var answered atomic.Int32
-	var wg sync.WaitGroup
+	answers := make(chan bool, len(conns)) // never blocks: the askers end on their own
 	for _, conn := range conns {
-		wg.Go(func() {
-			if reached(ctx, conn) {
-				answered.Add(1)
-			}
-		})
+		go func() { answers <- doubtsQuorum(ctx, conn) }()
 	}
-	wg.Wait()
-	return isMajority(int(answered.Load())+1, len(conns)+1)
+	alike := 1 // this node
+	for range conns {
+		if <-answers {
+			alike++
+		}
+		if isMajority(alike, total) {
+			return true
+		}
+	}
+	return false
 }
 
-// reached says whether the peer's gRPC server answered a health check
-// within quorumAskFor, whatever it answered.
-func reached(ctx context.Context, conn *grpc.ClientConn) bool {
+// doubtsQuorum says whether the peer answered, within quorumAskFor, that
+// it doubts the etcd quorum too.
+func doubtsQuorum(ctx context.Context, conn *grpc.ClientConn) bool {
 	actx, cancel := context.WithTimeout(ctx, quorumAskFor)
 	defer cancel()
-	_, err := healthpb.NewHealthClient(conn).Check(actx, &healthpb.HealthCheckRequest{})
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return false
-	}
-	return true
+	resp, err := healthpb.NewHealthClient(conn).Check(actx, &healthpb.HealthCheckRequest{Service: quorumHealthService})
+	return err == nil && resp.Status == healthpb.HealthCheckResponse_NOT_SERVING
 }
 
 // isMajority says whether n of total nodes are a strict majority.
 func isMajority(n, total int) bool { return 2*n > total }
 
-// reachesMajority says whether a majority answered within
-// quorumLostAfter before now.
+// reachesMajority says whether a majority was found within
+// peersMajorityFor before now.
 func (p *peerWatch) reachesMajority(now time.Time) bool {
 	last := p.lastMajority.Load()
-	return last != 0 && now.Sub(time.Unix(0, last)) < quorumLostAfter
+	return last != 0 && now.Sub(time.Unix(0, last)) < peersMajorityFor
 }
 
 func (p *peerWatch) closeAll() {

@@ -12,9 +12,9 @@ import (
 )
 
 // servePeer starts a gRPC server with only the health service, as a
-// node's answers its peers; its status is NOT_SERVING, which still counts
-// as reached.
-func servePeer(t *testing.T) (string, *grpc.Server) {
+// node answers its peers: its quorum status says whether it doubts the
+// etcd quorum (NOT_SERVING) or not.
+func servePeer(t *testing.T, doubts bool) (string, *grpc.Server) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -22,56 +22,73 @@ func servePeer(t *testing.T) (string, *grpc.Server) {
 	}
 	srv := grpc.NewServer()
 	h := health.NewServer()
-	h.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	status := healthpb.HealthCheckResponse_SERVING
+	if doubts {
+		status = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	h.SetServingStatus(quorumHealthService, status)
 	healthpb.RegisterHealthServer(srv, h)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String(), srv
 }
 
-func TestPeerWatchReachesAMajorityOnlyWithAPeerThatAnswers(t *testing.T) {
+func TestPeerWatchFindsAMajorityOnlyOfNodesThatLostTheQuorumAlike(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var p peerWatch
 	defer p.closeAll()
 	if p.askAll(ctx) {
-		t.Fatal("a node with no known peer reached a majority")
+		t.Fatal("a node with no known peer found a majority")
 	}
 
-	a, srvA := servePeer(t)
-	b, srvB := servePeer(t)
+	// etcd elects: both peers doubt the quorum too.
+	a, srvA := servePeer(t, true)
+	b, srvB := servePeer(t, true)
 	p.setPeers([]string{a, b})
 	if !p.askAll(ctx) {
-		t.Fatal("both peers answer: no majority")
+		t.Fatal("both peers doubt the quorum: no majority")
 	}
 	srvA.Stop()
 	if !p.askAll(ctx) {
-		t.Fatal("one of two peers answers (2 of 3 nodes): no majority")
+		t.Fatal("one of two peers doubts the quorum (2 of 3 nodes): no majority")
 	}
 	srvB.Stop()
 	if p.askAll(ctx) {
 		t.Fatal("no peer answers: a majority all the same")
 	}
 
-	// A peer that is no longer listed is no longer asked.
-	c, _ := servePeer(t)
-	p.setPeers([]string{c})
+	// This node alone lost etcd: its peers answer, with the quorum.
+	c, _ := servePeer(t, false)
+	d, _ := servePeer(t, false)
+	p.setPeers([]string{c, d})
+	if p.askAll(ctx) {
+		t.Fatal("peers that have the quorum counted as waiting alike")
+	}
+	// A peer no longer listed is no longer asked; one listed that does
+	// not answer still counts among the nodes.
+	e, _ := servePeer(t, true)
+	p.setPeers([]string{e, "127.0.0.1:1"})
 	if !p.askAll(ctx) {
-		t.Fatal("the one listed peer answers (2 of 2 nodes): no majority")
+		t.Fatal("one of two listed peers doubts the quorum (2 of 3 nodes): no majority")
+	}
+	p.setPeers([]string{e, "127.0.0.1:1", c})
+	if p.askAll(ctx) {
+		t.Fatal("2 of 4 nodes counted as a majority")
 	}
 }
 
-func TestPeerWatchForgetsAMajorityAfterQuorumLostAfter(t *testing.T) {
+func TestPeerWatchForgetsAMajorityAfterPeersMajorityFor(t *testing.T) {
 	var p peerWatch
 	t0 := time.Unix(1000, 0)
 	if p.reachesMajority(t0) {
 		t.Fatal("a majority before any was reached")
 	}
 	p.lastMajority.Store(t0.UnixNano())
-	if !p.reachesMajority(t0.Add(quorumLostAfter - time.Millisecond)) {
-		t.Fatal("majority forgotten before quorumLostAfter")
+	if !p.reachesMajority(t0.Add(peersMajorityFor - time.Millisecond)) {
+		t.Fatal("majority forgotten before peersMajorityFor")
 	}
-	if p.reachesMajority(t0.Add(quorumLostAfter)) {
-		t.Fatal("majority kept after quorumLostAfter")
+	if p.reachesMajority(t0.Add(peersMajorityFor)) {
+		t.Fatal("majority kept after peersMajorityFor")
 	}
 }

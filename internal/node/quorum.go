@@ -62,3 +62,9 @@ func (q *quorumWatch) lost(now time.Time) error {
 	}
 	return fmt.Errorf("ingest: no etcd quorum for %v", since.Round(100*time.Millisecond))
 }
+
+// doubted says whether no read has reached the quorum for
+// quorumDoubtAfter: what this node tells its peers (peers.go).
+func (q *quorumWatch) doubted(now time.Time) bool {
+	return now.Sub(time.Unix(0, q.lastOK.Load())) >= quorumDoubtAfter
+}

@@ -175,6 +175,7 @@ func (r *readiness) refresh() error {
 		// a node that has neither a grant stream nor the etcd quorum, and
 		// reaches no majority of the nodes, is cut off, though (quorum.go,
 		// peers.go).
+		r.health.SetServingStatus(quorumHealthService, servingStatus(r.server.quorumDoubt(time.Now())))
 		refused := r.server.canOwnProducers()
 		r.refused.Store(&refused)
 		r.health.SetServingStatus(orderlogpb.Producer_ServiceDesc.ServiceName, servingStatus(refused))
@@ -198,6 +199,14 @@ func (r *readiness) producersRefused() error {
 	return nil
 }
 
+// quorumDoubt is the status of quorumHealthService that peers ask.
+func (s *Server) quorumDoubt(now time.Time) error {
+	if s.quorum.doubted(now) {
+		return errors.New("node: no etcd quorum lately")
+	}
+	return nil
+}
+
 // canOwnProducers is the Producer health status's reason (nil: SERVING).
 func (s *Server) canOwnProducers() error {
 	if err := s.ingest.Registered(); err != nil {
@@ -212,7 +221,7 @@ func (s *Server) canOwnProducers() error {
 	now := time.Now()
 	err := s.quorum.lost(now)
 	if err != nil && s.peers.reachesMajority(now) {
-		return nil // etcd elects; every node waits alike (peers.go)
+		return nil // etcd elects: a majority of the nodes waits alike (peers.go)
 	}
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -188,7 +189,9 @@ type Server struct {
 	// quorum tells whether this node reaches the etcd quorum (quorum.go).
 	quorum quorumWatch
 	// peers tells an etcd election from a partition (peers.go).
-	peers        peerWatch
+	peers peerWatch
+	// watches runs quorum and peers until the server's context ends.
+	watches      sync.WaitGroup
 	ingest       *ingest.Node
 	reader       *reader.Reader
 	registration *storeRegistration
@@ -249,10 +252,10 @@ func (s *Server) start() error {
 	}
 	s.quorum.lastOK.Store(time.Now().UnixNano())
 	go s.readiness.run(ctx)
-	go s.quorum.run(ctx, s.cli)
+	s.watches.Go(func() { s.quorum.run(ctx, s.cli) })
 	if s.ingest != nil {
 		s.peers.self = s.AdvertisedGRPCAddr()
-		go s.peers.run(ctx, s.cli)
+		s.watches.Go(func() { s.peers.run(ctx, s.cli) })
 	}
 	go s.grpc.Serve(s.grpcLis)
 	return s.startHTTP()
@@ -459,6 +462,7 @@ func (s *Server) Close() {
 	if s.cancel != nil {
 		s.cancel()
 	}
+	s.watches.Wait()
 	if s.sequencer != nil {
 		<-s.done
 	}
