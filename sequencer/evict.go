@@ -156,7 +156,7 @@ func nameLeader(last *leaderKey, resp *clientv3.GetResponse, err error, now time
 // leads beside the probes, not before each, so a probe never waits on an
 // etcd that elects; an unanswered probe counts as silence until its
 // timeout. A revocation needs a failed probe that began shortly after etcd
-// named the same leader (namedBefore): probes made while etcd could not
+// named the same leader (probeDecides): probes made while etcd could not
 // answer this node may have failed because this node was the one cut
 // off. It returns when ctx ends.
 func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, own clientv3.LeaseID) {
@@ -205,7 +205,7 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 		// key of an earlier term), which would lead for a TTL otherwise.
 		last := n.lastEviction()
 		sameProcess := leader.addr == last.addr && leader.created < last.revision
-		if !evict || !namedBefore(named.Load(), leader.lease, began) ||
+		if !evict || !probeDecides(leader, named.Load(), began) ||
 			!ownStale && !sameProcess && time.Since(last.at) < leaderSettleFor {
 			continue
 		}
@@ -240,13 +240,18 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 // rounds, one of them slow.
 const leaderNamedWithin = leaderProbeTimeout + 2*leaderProbeEvery
 
-// namedBefore says whether etcd named the leader holding lease shortly
-// before began (when the failed probe that decides its eviction began):
-// etcd answers this standby, so a probe that fails after that is no
-// artefact of the standby being cut off itself (probes made while etcd
-// could not answer it count toward the run, not toward the decision).
-func namedBefore(latest *leaderKey, lease clientv3.LeaseID, began time.Time) bool {
-	return latest != nil && latest.lease == lease && !latest.named.After(began) && began.Sub(latest.named) <= leaderNamedWithin
+// probeDecides says whether a failed probe that began at began decides
+// an eviction: etcd had named the leader (atStart, the naming the probe
+// was made on) shortly before, so etcd answered this standby and the
+// failure is no artefact of the standby being cut off itself (probes made
+// while etcd could not answer it count toward the run, not toward the
+// decision); and etcd still names the same leader (latest). The naming is
+// the one taken before the probe: followLeader renews it while an
+// unanswered probe waits out its timeout, so the latest one always came
+// after the probe began, and a paused leader was never evicted.
+func probeDecides(atStart, latest *leaderKey, began time.Time) bool {
+	return atStart != nil && latest != nil && latest.lease == atStart.lease &&
+		!atStart.named.After(began) && began.Sub(atStart.named) <= leaderNamedWithin
 }
 
 // eviction is this node's last revocation of a leader's lease: when it

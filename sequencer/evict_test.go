@@ -86,18 +86,25 @@ func TestStandbyRevokesOnlyOnAProbeThatFailedJustAfterEtcdNamedTheLeader(t *test
 	t0 := time.Unix(100, 0)
 	kv := &clientv3.GetResponse{Kvs: []*mvccpb.KeyValue{{Value: []byte("a:1"), Lease: 7}}}
 	named := nameLeader(nil, kv, nil, t0)
-	if !namedBefore(named, 7, t0.Add(10*time.Millisecond)) {
+	if !probeDecides(named, named, t0.Add(10*time.Millisecond)) {
 		t.Fatal("a probe begun 10 ms after etcd named the leader does not decide")
 	}
-	if namedBefore(named, 7, t0.Add(-time.Millisecond)) {
+	// An unanswered probe waits out its timeout while etcd, answering
+	// every leaderProbeEvery, names the same leader again: it decides
+	// (it did not, and a paused leader was waited out for its TTL).
+	renamed := nameLeader(named, kv, nil, t0.Add(leaderProbeTimeout))
+	if !probeDecides(named, renamed, t0.Add(10*time.Millisecond)) {
+		t.Fatal("a probe that outlasted etcd's next naming of the same leader does not decide")
+	}
+	if probeDecides(named, named, t0.Add(-time.Millisecond)) {
 		t.Fatal("a probe begun before etcd named the leader decides")
 	}
 	stale := nameLeader(named, nil, context.DeadlineExceeded, t0.Add(3*time.Second)) // etcd silent since t0
-	if namedBefore(stale, 7, t0.Add(2*time.Second)) {
+	if probeDecides(stale, stale, t0.Add(2*time.Second)) {
 		t.Fatal("a probe begun 2 s after etcd last answered decides")
 	}
 	other := &clientv3.GetResponse{Kvs: []*mvccpb.KeyValue{{Value: []byte("b:1"), Lease: 8}}}
-	if namedBefore(nameLeader(stale, other, nil, t0.Add(3*time.Second)), 7, t0.Add(3*time.Second+time.Millisecond)) {
+	if probeDecides(named, nameLeader(stale, other, nil, t0.Add(3*time.Second)), t0.Add(10*time.Millisecond)) {
 		t.Fatal("decides although etcd now names another leader")
 	}
 }
