@@ -81,7 +81,13 @@ type SessionOptions struct {
 	// sequencer.GrantStreamHeartbeat while idle) — before the session drops
 	// it and finds the leader again. Default DefaultGrantStreamSilence.
 	Silence time.Duration
+	// Heard, if set, is told of the leader's frames (at most every
+	// heardNoteEvery), for the process's sequencer standby.
+	Heard *sequencer.LeaderHeard
 }
+
+// heardNoteEvery spaces the notes to Heard: frames come with every grant.
+const heardNoteEvery = 50 * time.Millisecond
 
 // grantKeepalive pings the leader's connection after this long without
 // any frame from it, and drops the connection if the ping is not answered
@@ -285,7 +291,7 @@ func (s *SequencerSession) serve() error {
 	s.mu.client, s.mu.conn, s.mu.epoch = client, conn, max(s.mu.epoch, epoch)
 	s.sendHeldLocked()
 	s.mu.Unlock()
-	return s.relay(streamCtx, client)
+	return s.relay(streamCtx, client, addr)
 }
 
 // errLeaderDeposed ends a stream whose leader's election key is gone: it
@@ -313,9 +319,10 @@ func (s *SequencerSession) dropWhenDeposed(ctx context.Context, leader sequencer
 // relay hands the stream's frames to onFrame until the stream ends, the
 // session closes, ctx ends (the leader was deposed), or nothing arrived for opts.Silence (a dead or frozen
 // leader, or a cut connection that TCP has not noticed).
-func (s *SequencerSession) relay(ctx context.Context, client *sequencer.GrantClient) error {
+func (s *SequencerSession) relay(ctx context.Context, client *sequencer.GrantClient, addr string) error {
 	silence := time.NewTimer(s.opts.Silence)
 	defer silence.Stop()
+	var noted time.Time
 	accepted := false // the leader sends a frame at once when it accepts the session
 	for {
 		select {
@@ -333,6 +340,12 @@ func (s *SequencerSession) relay(ctx context.Context, client *sequencer.GrantCli
 				return fmt.Errorf("grant stream ended: %v", client.Err())
 			}
 			silence.Reset(s.opts.Silence)
+			if s.opts.Heard != nil {
+				if now := time.Now(); now.Sub(noted) >= heardNoteEvery {
+					s.opts.Heard.Note(addr, now)
+					noted = now
+				}
+			}
 			if !accepted {
 				accepted = true
 				s.mu.Lock()

@@ -209,6 +209,11 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 			!ownStale && !sameProcess && time.Since(last.at) < leaderSettleFor {
 			continue
 		}
+		if !gone.refusedOnly && n.cfg.Heard.heardWithin(leader.addr, leaderSilentFor, time.Now()) {
+			n.cfg.Logger.Debug("sequencer: the leader does not answer probes but this process's grant stream hears it",
+				"leader", leader.addr)
+			continue
+		}
 		rctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
 		resp, err := n.cfg.Etcd.Revoke(rctx, leader.lease)
 		cancel()

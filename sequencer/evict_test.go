@@ -135,3 +135,29 @@ func TestGoneTrackerStartsANewRunForAnotherKeyAtTheSameAddress(t *testing.T) {
 		t.Fatalf("seen %v, want the address's first sighting %v", g.seen, t0)
 	}
 }
+
+// TestLeaderHeardIsASecondOpinionOnlyWhileFresh: a leader this process's
+// grant stream heard within the window is not deposed for unanswered
+// probes; one silent for the window, or never heard, is.
+func TestLeaderHeardIsASecondOpinionOnlyWhileFresh(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	var none *LeaderHeard
+	if none.heardWithin("a:1", leaderSilentFor, t0) {
+		t.Fatal("a nil LeaderHeard heard a leader")
+	}
+	var h LeaderHeard
+	if h.heardWithin("a:1", leaderSilentFor, t0) {
+		t.Fatal("heard a leader never noted")
+	}
+	h.Note("a:1", t0)
+	h.Note("a:1", t0.Add(-time.Second)) // a late note of an older frame
+	if !h.heardWithin("a:1", leaderSilentFor, t0.Add(leaderSilentFor-time.Millisecond)) {
+		t.Fatal("a leader heard just now does not count")
+	}
+	if h.heardWithin("a:1", leaderSilentFor, t0.Add(leaderSilentFor)) {
+		t.Fatal("a leader silent for the window still counts")
+	}
+	if h.heardWithin("b:1", leaderSilentFor, t0) {
+		t.Fatal("another address counts")
+	}
+}

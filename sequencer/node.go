@@ -42,6 +42,10 @@ type Config struct {
 	// and revoke its election lease rather than wait out the TTL
 	// (evict.go). Real nodes use ProbeGRPC.
 	ProbeLeader LeaderProbe
+	// Heard, if set, is what this process's grant streams heard from the
+	// leaders: a leader heard within leaderSilentFor is not deposed for
+	// unanswered probes (heard.go).
+	Heard *LeaderHeard
 }
 
 // Validate fills defaults and rejects nonsense.

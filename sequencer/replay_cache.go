@@ -41,11 +41,13 @@ func (c *replayCache) prefixOfLocked(ledgers []uint64) bool {
 	return n <= len(ledgers) && slices.Equal(c.ledgers, ledgers[:n])
 }
 
-// covers says whether the cache holds the replay of ledgers already.
+// covers says whether the cache holds the replay of ledgers already (or
+// of a longer list that starts with them: a takeover that failed after
+// its replay kept the previous leader's last ledger too).
 func (c *replayCache) covers(ledgers []uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Equal(c.ledgers, ledgers)
+	return len(c.ledgers) >= len(ledgers) && slices.Equal(c.ledgers[:len(ledgers)], ledgers)
 }
 
 // keep records cm as the replay of ledgers (which must all be closed),

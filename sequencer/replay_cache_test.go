@@ -129,4 +129,8 @@ func TestReplayCacheGivesWayToAnotherList(t *testing.T) {
 	if !c.covers([]uint64{20}) || c.covers([]uint64{20, 21}) {
 		t.Fatal("covers is wrong")
 	}
+	c.keep([]uint64{20, 21}, CommitMap{C: 9})
+	if !c.covers([]uint64{20}) {
+		t.Fatal("a longer fold does not cover its prefix")
+	}
 }

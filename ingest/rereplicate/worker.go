@@ -379,15 +379,15 @@ func nextEnsemble(ensemble, keep, copied []ledger.Member) []ledger.Member {
 
 // orphans returns the copies to delete after ChangeEnsemble failed with
 // err: none unless the change certainly did not happen (ErrEnsembleChanged,
-// with current the ensemble that is), and never one on a store of the
+// with current the ensemble that is, or ErrNotFound), and never one on a store of the
 // ensemble before or now. A change whose answer was lost (a timeout, this
 // worker deposed mid-call) may have happened: deleting its copies would
 // leave members that hold nothing, and a store refuses a ledger it
 // deleted for good, so no later pass could copy it there again. A copy
 // left over only costs space.
 func orphans(err error, copied, before, current []ledger.Member) []ledger.Member {
-	if !errors.Is(err, ledger.ErrEnsembleChanged) {
-		return nil
+	if !errors.Is(err, ledger.ErrEnsembleChanged) && !errors.Is(err, ledger.ErrNotFound) {
+		return nil // (the ledger deleted meanwhile: no ensemble names the copies)
 	}
 	var out []ledger.Member
 	for _, c := range copied {

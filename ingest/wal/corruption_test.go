@@ -431,3 +431,32 @@ func TestLedgersAllocatedAfterOpenAreNotHiddenByDamage(t *testing.T) {
 		t.Fatalf("last entry of a new ledger: %+v", st)
 	}
 }
+
+// TestACorruptClaimOfAnUnknownLedgerDoesNotBlockTheBound: a flipped byte
+// in a record's ledger id makes it claim a ledger that never existed.
+// That claim is as unverified as the rest of the record: the store must
+// not take it for a ledger it holds, or it refuses every bound above the
+// id counter (the claimed id is far above), may hide every ledger, and
+// every ledger on it is rolled every second for as long as the damage is
+// in its journal (chaos run c101, cycle 20).
+func TestACorruptClaimOfAnUnknownLedgerDoesNotBlockTheBound(t *testing.T) {
+	fsys, seg, pos, _ := corruptionFixture(t)
+	s := openMem(t, fsys, nil)
+	s.Close()
+	fsys.Remove(filepath.Join(testDir, indexName(0)))
+	ledgerIDTop := int(pos[[2]int64{2, 3}].off) + recordPrefixSize + 4 + 7
+	fsys.Corrupt(seg, func(d []byte) []byte { d[ledgerIDTop] ^= 0x10; return d })
+	s = openMem(t, fsys, nil)
+	defer s.Close()
+	if cs := s.Corruptions(); len(cs) != 1 || cs[0].Ledger == 2 {
+		t.Fatalf("corruptions %v, want one claiming another ledger than 2", cs)
+	}
+	if !s.TrustLedgersAbove(6) {
+		t.Fatal("the id counter's bound was refused for a ledger only a corrupt record claims")
+	}
+	if got := s.MayHideThrough(); got != 6 {
+		t.Fatalf("may hide ledgers through %d, want 6", got)
+	}
+	expectStatus(t, s, 2, 3, Unknown) // the damaged entry's ledger stays cautious
+	expectStatus(t, s, 7, 0, Absent)
+}

@@ -80,7 +80,7 @@ func (x *index) ledger(id uint64, seg uint32, incarnation uint64) *ledgerState {
 // apply replays one record of segment seg, written by incarnation.
 func (x *index) apply(m recordMeta, seg uint32, incarnation uint64) {
 	if m.Type == metaCorrupt {
-		x.applyCorrupt(m, seg, incarnation)
+		x.applyCorrupt(m, seg)
 		return
 	}
 	// A live ledger is never in deleted: one map lookup on the hot path.
@@ -155,17 +155,19 @@ func (x *index) mayHide(id uint64) bool {
 
 // applyCorrupt taints every ledger the damaged bytes may have belonged to:
 // all ledgers known so far (the damage may have held their later entries)
-// and, through x.corrupt, ledgers not known at all.
-func (x *index) applyCorrupt(m recordMeta, seg uint32, incarnation uint64) {
+// and, through x.corrupt, ledgers not known at all — the ledger the
+// record claims among them. The claim is not taken for a ledger the store
+// holds: it failed its checksum like the rest of the record, and a flipped
+// byte in it names a ledger far above any allocated, which would make the
+// store refuse every bound (TrustLedgersAbove) and hide every ledger. A
+// claimed ledger that is real either is known already or was allocated
+// before the store opened, at or below the bound.
+func (x *index) applyCorrupt(m recordMeta, seg uint32) {
 	for _, l := range x.ledgers {
 		l.tainted = true
 	}
-	if m.Entry != metaUnattributed {
-		if _, gone := x.deleted[m.Ledger]; !gone {
-			l := x.ledger(m.Ledger, seg, incarnation)
-			l.tainted = true
-			l.noteSegment(seg)
-		}
+	if l := x.ledgers[m.Ledger]; l != nil && m.Entry != metaUnattributed {
+		l.noteSegment(seg)
 	}
 	x.corrupt = true
 	x.damaged[seg] = true

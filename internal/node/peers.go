@@ -25,18 +25,26 @@ import (
 // quorum, and an isolated node reaches none; both are cut off.
 //
 // Each node says whether it doubts the quorum in the health status of
-// quorumHealthService (NOT_SERVING: no linearizable read for
-// quorumDoubtAfter, sooner than quorumLostAfter so that a peer's answer
-// does not lag this node's own verdict); peerWatch asks every peer's.
+// quorumLostService: SERVING means "yes, no linearizable read for
+// quorumDoubtAfter" (sooner than quorumLostAfter, so that a peer's answer
+// does not lag this node's own verdict). Said the positive way, a
+// stopping node (every status NOT_SERVING), or one that never set it
+// (NotFound), does not count as losing the quorum alike. peerWatch asks
+// every peer's.
 const (
-	quorumHealthService = "orderlog.v1.EtcdQuorum"
-	quorumDoubtAfter    = 600 * time.Millisecond
+	quorumLostService = "orderlog.v1.EtcdQuorumLost"
+	quorumDoubtAfter  = 600 * time.Millisecond
 	// peersListEvery is how often the peers are listed from etcd (the
 	// last list is kept while etcd cannot answer).
 	peersListEvery = 5 * time.Second
 	// peersMajorityFor is how long a majority's answer counts: a round
 	// of asking takes up to quorumAskFor plus quorumAskEvery.
 	peersMajorityFor = quorumLostAfter + quorumAskFor
+	// peersAnswerLag is how long after this node's last good read its
+	// peers may take to say they doubt the quorum too: their own reads
+	// run up to quorumAskEvery apart from this node's, then
+	// quorumDoubtAfter, then a readiness refresh.
+	peersAnswerLag = quorumDoubtAfter + quorumAskEvery + readinessPoll
 )
 
 // peerWatch remembers when this node last found a majority of the nodes
@@ -44,6 +52,8 @@ const (
 type peerWatch struct {
 	self         string       // this node's advertised gRPC address
 	lastMajority atomic.Int64 // unix nanoseconds; 0: never
+	// lastAsked is when the last round that ended began (unix ns).
+	lastAsked atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -64,9 +74,11 @@ func (p *peerWatch) run(ctx context.Context, cli *clientv3.Client) {
 	t := time.NewTicker(quorumAskEvery)
 	defer t.Stop()
 	for {
+		began := time.Now()
 		if p.askAll(ctx) {
 			p.lastMajority.Store(time.Now().UnixNano())
 		}
+		p.lastAsked.Store(began.UnixNano())
 		select {
 		case <-ctx.Done():
 			return
@@ -155,8 +167,8 @@ func (p *peerWatch) askAll(ctx context.Context) bool {
 func doubtsQuorum(ctx context.Context, conn *grpc.ClientConn) bool {
 	actx, cancel := context.WithTimeout(ctx, quorumAskFor)
 	defer cancel()
-	resp, err := healthpb.NewHealthClient(conn).Check(actx, &healthpb.HealthCheckRequest{Service: quorumHealthService})
-	return err == nil && resp.Status == healthpb.HealthCheckResponse_NOT_SERVING
+	resp, err := healthpb.NewHealthClient(conn).Check(actx, &healthpb.HealthCheckRequest{Service: quorumLostService})
+	return err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING
 }
 
 // isMajority says whether n of total nodes are a strict majority.
@@ -167,6 +179,13 @@ func isMajority(n, total int) bool { return 2*n > total }
 func (p *peerWatch) reachesMajority(now time.Time) bool {
 	last := p.lastMajority.Load()
 	return last != 0 && now.Sub(time.Unix(0, last)) < peersMajorityFor
+}
+
+// askedSince says whether a round that began at or after t has ended:
+// only such a round can tell that the peers do not doubt the quorum
+// too, when this node's last good read was peersAnswerLag before t.
+func (p *peerWatch) askedSince(t time.Time) bool {
+	return p.lastAsked.Load() >= t.UnixNano()
 }
 
 func (p *peerWatch) closeAll() {

@@ -12,8 +12,8 @@ import (
 )
 
 // servePeer starts a gRPC server with only the health service, as a
-// node answers its peers: its quorum status says whether it doubts the
-// etcd quorum (NOT_SERVING) or not.
+// node answers its peers: its quorumLostService status says whether it
+// doubts the etcd quorum (SERVING: yes) or not.
 func servePeer(t *testing.T, doubts bool) (string, *grpc.Server) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -22,11 +22,11 @@ func servePeer(t *testing.T, doubts bool) (string, *grpc.Server) {
 	}
 	srv := grpc.NewServer()
 	h := health.NewServer()
-	status := healthpb.HealthCheckResponse_SERVING
+	status := healthpb.HealthCheckResponse_NOT_SERVING
 	if doubts {
-		status = healthpb.HealthCheckResponse_NOT_SERVING
+		status = healthpb.HealthCheckResponse_SERVING
 	}
-	h.SetServingStatus(quorumHealthService, status)
+	h.SetServingStatus(quorumLostService, status)
 	healthpb.RegisterHealthServer(srv, h)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
@@ -75,6 +75,27 @@ func TestPeerWatchFindsAMajorityOnlyOfNodesThatLostTheQuorumAlike(t *testing.T) 
 	p.setPeers([]string{e, "127.0.0.1:1", c})
 	if p.askAll(ctx) {
 		t.Fatal("2 of 4 nodes counted as a majority")
+	}
+
+	// A stopping node's health server answers NOT_SERVING for every
+	// service (Server.Close shuts it down first): not "lost it too".
+	h := health.NewServer()
+	h.SetServingStatus(quorumLostService, healthpb.HealthCheckResponse_SERVING)
+	h.Shutdown()
+	if st, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: quorumLostService}); err != nil || st.Status == healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("a shut-down health server says its node lost the quorum: %v, %v", st, err)
+	}
+}
+
+func TestPeerWatchAskedSinceOnlyARoundThatBeganAfter(t *testing.T) {
+	var p peerWatch
+	t0 := time.Unix(1000, 0)
+	if p.askedSince(t0) {
+		t.Fatal("asked before any round")
+	}
+	p.lastAsked.Store(t0.UnixNano())
+	if !p.askedSince(t0) || p.askedSince(t0.Add(time.Nanosecond)) {
+		t.Fatal("askedSince is wrong at the boundary")
 	}
 }
 

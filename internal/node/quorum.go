@@ -68,3 +68,6 @@ func (q *quorumWatch) lost(now time.Time) error {
 func (q *quorumWatch) doubted(now time.Time) bool {
 	return now.Sub(time.Unix(0, q.lastOK.Load())) >= quorumDoubtAfter
 }
+
+// lastOKAt is when a read last reached the quorum.
+func (q *quorumWatch) lastOKAt() time.Time { return time.Unix(0, q.lastOK.Load()) }

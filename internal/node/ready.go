@@ -175,7 +175,11 @@ func (r *readiness) refresh() error {
 		// a node that has neither a grant stream nor the etcd quorum, and
 		// reaches no majority of the nodes, is cut off, though (quorum.go,
 		// peers.go).
-		r.health.SetServingStatus(quorumHealthService, servingStatus(r.server.quorumDoubt(time.Now())))
+		lost := healthpb.HealthCheckResponse_NOT_SERVING
+		if r.server.quorum.doubted(time.Now()) {
+			lost = healthpb.HealthCheckResponse_SERVING // yes, lost (peers.go)
+		}
+		r.health.SetServingStatus(quorumLostService, lost)
 		refused := r.server.canOwnProducers()
 		r.refused.Store(&refused)
 		r.health.SetServingStatus(orderlogpb.Producer_ServiceDesc.ServiceName, servingStatus(refused))
@@ -199,14 +203,6 @@ func (r *readiness) producersRefused() error {
 	return nil
 }
 
-// quorumDoubt is the status of quorumHealthService that peers ask.
-func (s *Server) quorumDoubt(now time.Time) error {
-	if s.quorum.doubted(now) {
-		return errors.New("node: no etcd quorum lately")
-	}
-	return nil
-}
-
 // canOwnProducers is the Producer health status's reason (nil: SERVING).
 func (s *Server) canOwnProducers() error {
 	if err := s.ingest.Registered(); err != nil {
@@ -220,8 +216,11 @@ func (s *Server) canOwnProducers() error {
 	}
 	now := time.Now()
 	err := s.quorum.lost(now)
-	if err != nil && s.peers.reachesMajority(now) {
+	if err == nil || s.peers.reachesMajority(now) {
 		return nil // etcd elects: a majority of the nodes waits alike (peers.go)
+	}
+	if !s.peers.askedSince(s.quorum.lastOKAt().Add(peersAnswerLag)) {
+		return nil // the peers may not have said yet that they lost it too
 	}
 	return err
 }

@@ -191,7 +191,10 @@ type Server struct {
 	// peers tells an etcd election from a partition (peers.go).
 	peers peerWatch
 	// watches runs quorum and peers until the server's context ends.
-	watches      sync.WaitGroup
+	watches sync.WaitGroup
+	// heard is what the ingest role heard from sequencer leaders, for
+	// the sequencer standby (sequencer.LeaderHeard).
+	heard        sequencer.LeaderHeard
 	ingest       *ingest.Node
 	reader       *reader.Reader
 	registration *storeRegistration
@@ -320,7 +323,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 			return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
 		}
 		var err error
-		if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli, s.localSequencer, ingest.SessionOptions{Silence: s.cfg.Ingest.GrantStreamSilence})); err != nil {
+		if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli, s.localSequencer, ingest.SessionOptions{Silence: s.cfg.Ingest.GrantStreamSilence, Heard: &s.heard})); err != nil {
 			return err
 		}
 		ingest.NewProducerService(s.ingest).Register(s.grpc)
@@ -354,7 +357,7 @@ func (s *Server) startSequencer(ctx context.Context) error {
 		Replication: sequencer.CommitReplication{AckQuorum: s.cfg.Commit.A, Tolerate: s.cfg.Commit.Tolerate}, Events: s.events}
 	var err error
 	seqCfg := sequencer.Config{Address: addr, Etcd: s.cli, Logger: s.logger, Events: s.events, Ledgers: control,
-		ProbeLeader: sequencer.ProbeGRPC}
+		ProbeLeader: sequencer.ProbeGRPC, Heard: &s.heard}
 	s.cfg.Sequencer.apply(&seqCfg)
 	s.sequencer, err = sequencer.NewNode(seqCfg)
 	if err != nil {

@@ -186,26 +186,50 @@ func (d localFirstDialer) Client(m ledger.Member) (walpb.WALClient, error) {
 }
 
 // trustNewLedgers tells a damaged store the ledger ids allocated so far:
-// the damage cannot hide records of any ledger created after. Best effort:
-// without it the store stays cautious (UNKNOWN for every ledger it has no
-// record of).
+// the damage cannot hide records of any ledger created after. Without it
+// the store stays cautious (UNKNOWN for every ledger it has no record of),
+// its registration says its damage may hide every ledger, and every
+// ledger placed on it is rolled as soon as it opens: so the counter is
+// asked again (etcd may still be electing as the node starts) for up to
+// trustCounterFor before the store registers regardless.
 func (s *Server) trustNewLedgers(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, trustCounterFor)
 	defer cancel()
-	resp, err := s.cli.Get(ctx, keys.LedgerIDCounter)
-	if err != nil {
-		s.logger.Warn("WAL store: cannot read the ledger id counter; every ledger it has no record of answers UNKNOWN", "err", err)
-		return
-	}
-	var last uint64
-	if len(resp.Kvs) == 1 {
-		if last, err = strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64); err != nil {
-			s.logger.Warn("WAL store: bad ledger id counter", "err", err)
+	for {
+		last, err := readLedgerCounter(ctx, s.cli)
+		if err == nil {
+			if !s.store.TrustLedgersAbove(last) {
+				s.logger.Warn("WAL store: the ledger id counter is below a ledger the store holds; every ledger it has no record of answers UNKNOWN",
+					"counter", last)
+			}
 			return
 		}
+		select {
+		case <-ctx.Done():
+			s.logger.Warn("WAL store: cannot read the ledger id counter; every ledger it has no record of answers UNKNOWN", "err", err)
+			return
+		case <-time.After(retryEvery):
+		}
 	}
-	if !s.store.TrustLedgersAbove(last) {
-		s.logger.Warn("WAL store: the ledger id counter is below a ledger the store holds; every ledger it has no record of answers UNKNOWN",
-			"counter", last)
+}
+
+// trustCounterFor bounds trustNewLedgers' retries; retryEvery spaces them.
+const (
+	trustCounterFor = 30 * time.Second
+	retryEvery      = 500 * time.Millisecond
+)
+
+// readLedgerCounter reads the last ledger id allocated (0 if none yet).
+func readLedgerCounter(ctx context.Context, cli *clientv3.Client) (uint64, error) {
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(actx, keys.LedgerIDCounter)
+	if err != nil || len(resp.Kvs) == 0 {
+		return 0, err
 	}
+	last, err := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad ledger id counter: %w", err)
+	}
+	return last, nil
 }
