@@ -182,12 +182,14 @@ func (n *Node) evictGoneLeader(ctx context.Context, el *concurrency.Election, ow
 		began := time.Now()
 		outcome := probeRefused
 		// A key of an earlier term of this process (its lease could not be
-		// revoked while etcd elected) is stale for certain: no rate limit.
+		// revoked while etcd elected), or one at this address older than
+		// this process (a process that died here), is stale for certain:
+		// no rate limit.
 		// Another key at this node's address is most likely an earlier
 		// process's (probing it would reach this one), but two processes
 		// misconfigured to advertise one address must not depose each
 		// other faster than the limit.
-		ownStale := n.heldLease(leader.lease)
+		ownStale := n.heldLease(leader.lease) || n.earlierProcessKey(leader.addr, leader.created)
 		if !ownStale && leader.addr != n.cfg.Address {
 			pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
 			outcome = outcomeOf(n.cfg.ProbeLeader(pctx, leader.addr))

@@ -161,3 +161,27 @@ func TestLeaderHeardIsASecondOpinionOnlyWhileFresh(t *testing.T) {
 		t.Fatal("another address counts")
 	}
 }
+
+// TestAKeyAtThisAddressOlderThanTheProcessIsAnEarlierProcesss: a key at
+// this node's address created before this process's first election lease
+// belongs to a process that died here (etcd extends a dead process's
+// lease at each of its raft leader changes, so it may still lead after
+// the one before it is evicted); run c101 cycle 9 waited 3 s of rate
+// limit to evict such a key.
+func TestAKeyAtThisAddressOlderThanTheProcessIsAnEarlierProcesss(t *testing.T) {
+	n := &Node{cfg: Config{Address: "a:1"}}
+	if n.earlierProcessKey("a:1", 5) {
+		t.Fatal("before its first lease a process calls keys earlier")
+	}
+	n.noteFirstGrant(100)
+	n.noteFirstGrant(200) // later grants do not move it
+	if !n.earlierProcessKey("a:1", 99) {
+		t.Fatal("a key created before the first lease is not an earlier process's")
+	}
+	if n.earlierProcessKey("a:1", 150) {
+		t.Fatal("a key created after the first lease is called an earlier process's")
+	}
+	if n.earlierProcessKey("b:1", 5) {
+		t.Fatal("a key at another address is called this address's")
+	}
+}

@@ -97,6 +97,9 @@ type Node struct {
 		leases []clientv3.LeaseID
 		// evicted is this node's last revocation of a leader (evict.go).
 		evicted eviction
+		// firstGrant is the etcd revision of this process's first
+		// election lease (0: none yet).
+		firstGrant int64
 	}
 	// replays keeps the replay of the closed commit ledgers (replay_cache.go).
 	replays replayCache

@@ -43,6 +43,7 @@ func (n *Node) newSession(ctx context.Context) (*electionSession, error) {
 		return nil, err
 	}
 	n.noteLease(grant.ID)
+	n.noteFirstGrant(grant.ResponseHeader.Revision)
 	keepCtx, stopKeep := context.WithCancel(ctx)
 	lost, err := keeplease.Keep(keepCtx, n.cfg.Etcd, grant.ID, ttl, func() {
 		n.cfg.Logger.Info("sequencer: etcd election lease outlived a gap in its renewals", "addr", n.cfg.Address,
@@ -81,4 +82,25 @@ func (n *Node) heldLease(id clientv3.LeaseID) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return slices.Contains(n.mu.leases, id)
+}
+
+// noteFirstGrant remembers the etcd revision of this process's first
+// election lease: a key at this node's address created before it is an
+// earlier process's (evict.go).
+func (n *Node) noteFirstGrant(revision int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.mu.firstGrant == 0 {
+		n.mu.firstGrant = revision
+	}
+}
+
+// earlierProcessKey says whether a key at this node's address created at
+// revision created predates this process: a stale key of a process that
+// died here, which no live process keeps (etcd may still extend its lease
+// at each of its raft leader changes).
+func (n *Node) earlierProcessKey(addr string, created int64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return addr == n.cfg.Address && n.mu.firstGrant != 0 && created < n.mu.firstGrant
 }
