@@ -87,23 +87,15 @@ func TestPeerWatchFindsAMajorityOnlyOfNodesThatLostTheQuorumAlike(t *testing.T) 
 	}
 }
 
-func TestPeerWatchAskedSinceOnlyARoundThatBeganAfter(t *testing.T) {
+func TestPeerWatchForgetsAMajorityAfterPeersMajorityFor(t *testing.T) {
 	var p peerWatch
 	t0 := time.Unix(1000, 0)
-	if p.askedSince(t0) {
-		t.Fatal("asked before any round")
+	if p.reachesMajority(t0) || p.askedSince(t0) {
+		t.Fatal("a majority, or a round, before any was")
 	}
 	p.lastAsked.Store(t0.UnixNano())
 	if !p.askedSince(t0) || p.askedSince(t0.Add(time.Nanosecond)) {
 		t.Fatal("askedSince is wrong at the boundary")
-	}
-}
-
-func TestPeerWatchForgetsAMajorityAfterPeersMajorityFor(t *testing.T) {
-	var p peerWatch
-	t0 := time.Unix(1000, 0)
-	if p.reachesMajority(t0) {
-		t.Fatal("a majority before any was reached")
 	}
 	p.lastMajority.Store(t0.UnixNano())
 	if !p.reachesMajority(t0.Add(peersMajorityFor - time.Millisecond)) {
