@@ -460,3 +460,64 @@ func TestACorruptClaimOfAnUnknownLedgerDoesNotBlockTheBound(t *testing.T) {
 	expectStatus(t, s, 2, 3, Unknown) // the damaged entry's ledger stays cautious
 	expectStatus(t, s, 7, 0, Absent)
 }
+
+// lostFenceFixture journals ledger 5's fence (and, with copyEntry0, a
+// recovery copy of its entry 0 after it) between entries of ledger 1,
+// flips a byte of the fence record's checksum, and reopens the store in
+// the same incarnation with the id counter's bound trusted.
+func lostFenceFixture(t *testing.T, copyEntry0 bool) *Store {
+	t.Helper()
+	fsys := walfs.NewCrashFS(1)
+	s := openMem(t, fsys, func(c *Config) { c.SegmentSize = 1 << 20 })
+	mustAppend(t, s, 1, 0, 3)
+	s.mu.Lock()
+	fenceAt, seq := s.mu.tail.off, s.activeSeq
+	s.mu.Unlock()
+	if _, err := s.Fence(5); err != nil {
+		t.Fatal(err)
+	}
+	if copyEntry0 {
+		if err := s.RecoveryAppend(entryFor(5, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAppend(t, s, 1, 3, 6)
+	inc := s.Incarnation()
+	s.Close()
+	fsys.Remove(filepath.Join(testDir, indexName(seq)))
+	fsys.Corrupt(filepath.Join(testDir, segmentName(seq)), func(d []byte) []byte { d[int(fenceAt)+4] ^= 0xff; return d })
+	s = openMem(t, fsys, func(c *Config) { c.SegmentSize = 1 << 20 })
+	if s.Incarnation() != inc || len(s.Corruptions()) != 1 {
+		t.Fatalf("incarnation %d (was %d), corruptions %v", s.Incarnation(), inc, s.Corruptions())
+	}
+	if !s.TrustLedgersAbove(10) {
+		t.Fatal("bound refused")
+	}
+	return s
+}
+
+// TestALedgerWhoseFenceWasDamagedRefusesItsWriter: a fence the damage
+// took must not let the fenced writer append again: recovery counted on
+// this store being fenced, and a zombie writer reaching its ack quorum
+// through it could have an acknowledged entry lost.
+func TestALedgerWhoseFenceWasDamagedRefusesItsWriter(t *testing.T) {
+	t.Run("fence only", func(t *testing.T) {
+		s := lostFenceFixture(t, false)
+		defer s.Close()
+		if err := s.Append(entryFor(5, 0)); !errors.Is(err, ErrDamaged) {
+			t.Fatalf("writer's append of 5/0 after its fence was damaged: %v, want ErrDamaged", err)
+		}
+		expectStatus(t, s, 5, 0, Unknown)
+	})
+	t.Run("fence, then a recovery copy", func(t *testing.T) {
+		s := lostFenceFixture(t, true)
+		defer s.Close()
+		expectStatus(t, s, 5, 1, Unknown)
+		if err := s.Append(entryFor(5, 1)); !errors.Is(err, ErrDamaged) {
+			t.Fatalf("writer's append of 5/1 after its fence was damaged: %v, want ErrDamaged", err)
+		}
+		if err := s.RecoveryAppend(entryFor(5, 1)); err != nil {
+			t.Fatalf("a recovery copy is still taken: %v", err)
+		}
+	})
+}

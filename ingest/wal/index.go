@@ -62,10 +62,18 @@ type index struct {
 	hideBoundKnown bool
 	// damaged lists the segments holding damaged stretches.
 	damaged map[uint32]bool
+	// claimed are the ledgers the store has no record of but a corrupt
+	// record claims (applyCorrupt). The claim is as unverified as the rest
+	// of the record, so they are not ledgers the store holds; but a real
+	// one may have lost its fence or its entries to the damage, so while
+	// the damage may hide it a writer's append is refused, and a record of
+	// it that survives does not make it trusted.
+	claimed map[uint64]bool
 }
 
 func newIndex() *index {
-	return &index{ledgers: map[uint64]*ledgerState{}, deleted: map[uint64]struct{}{}, damaged: map[uint32]bool{}}
+	return &index{ledgers: map[uint64]*ledgerState{}, deleted: map[uint64]struct{}{}, damaged: map[uint32]bool{},
+		claimed: map[uint64]bool{}}
 }
 
 func (x *index) ledger(id uint64, seg uint32, incarnation uint64) *ledgerState {
@@ -92,6 +100,7 @@ func (x *index) apply(m recordMeta, seg uint32, incarnation uint64) {
 	}
 	if m.Type == RecordDelete {
 		delete(x.ledgers, m.Ledger)
+		delete(x.claimed, m.Ledger)
 		x.deleted[m.Ledger] = struct{}{}
 		return
 	}
@@ -102,7 +111,7 @@ func (x *index) apply(m recordMeta, seg uint32, incarnation uint64) {
 		// journal, may have had records in that damage: it answers UNKNOWN
 		// for what it lacks, never ABSENT. (A recovery's copy to a ledger
 		// the store has no record of journals a fence first: AppendAsync.)
-		l.tainted = x.mayHide(m.Ledger) && (m.Type != RecordEntry || m.Entry > 0)
+		l.tainted = x.mayHide(m.Ledger) && (m.Type != RecordEntry || m.Entry > 0 || x.claimed[m.Ledger])
 	}
 	l.noteSegment(seg)
 	switch m.Type {
@@ -161,13 +170,18 @@ func (x *index) mayHide(id uint64) bool {
 // byte in it names a ledger far above any allocated, which would make the
 // store refuse every bound (TrustLedgersAbove) and hide every ledger. A
 // claimed ledger that is real either is known already or was allocated
-// before the store opened, at or below the bound.
+// before the store opened, at or below the bound; it is remembered in
+// claimed.
 func (x *index) applyCorrupt(m recordMeta, seg uint32) {
 	for _, l := range x.ledgers {
 		l.tainted = true
 	}
-	if l := x.ledgers[m.Ledger]; l != nil && m.Entry != metaUnattributed {
-		l.noteSegment(seg)
+	if m.Entry != metaUnattributed {
+		if l := x.ledgers[m.Ledger]; l != nil {
+			l.noteSegment(seg)
+		} else if _, gone := x.deleted[m.Ledger]; !gone {
+			x.claimed[m.Ledger] = true
+		}
 	}
 	x.corrupt = true
 	x.damaged[seg] = true
@@ -192,6 +206,9 @@ func (x *index) checkAppend(id uint64, entry int64, recovery bool) (appendVerdic
 	}
 	l := x.ledgers[id]
 	if l == nil {
+		if !recovery && x.claimed[id] && x.mayHide(id) {
+			return 0, ErrDamaged // its fence may be what the damage took
+		}
 		if entry != 0 {
 			return 0, &GapError{Ledger: id, Entry: entry, Next: 0}
 		}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -197,6 +198,10 @@ func (s *Server) trustNewLedgers(ctx context.Context) {
 	defer cancel()
 	for {
 		last, err := readLedgerCounter(ctx, s.cli)
+		if errors.Is(err, errBadCounter) {
+			s.logger.Warn("WAL store: every ledger it has no record of answers UNKNOWN", "err", err)
+			return
+		}
 		if err == nil {
 			if !s.store.TrustLedgersAbove(last) {
 				s.logger.Warn("WAL store: the ledger id counter is below a ledger the store holds; every ledger it has no record of answers UNKNOWN",
@@ -219,6 +224,10 @@ const (
 	retryEvery      = 500 * time.Millisecond
 )
 
+// errBadCounter: the ledger id counter holds no number; asking again
+// will not change that.
+var errBadCounter = errors.New("bad ledger id counter")
+
 // readLedgerCounter reads the last ledger id allocated (0 if none yet).
 func readLedgerCounter(ctx context.Context, cli *clientv3.Client) (uint64, error) {
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -229,7 +238,7 @@ func readLedgerCounter(ctx context.Context, cli *clientv3.Client) (uint64, error
 	}
 	last, err := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("bad ledger id counter: %w", err)
+		return 0, fmt.Errorf("%w %q: %v", errBadCounter, resp.Kvs[0].Value, err)
 	}
 	return last, nil
 }
