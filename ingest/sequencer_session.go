@@ -144,7 +144,7 @@ func (s *SequencerSession) Grant(batchID, ledger uint64, count int) {
 	defer s.mu.Unlock()
 	switch {
 	case s.mu.closed:
-		s.replyLocked(GrantReply{BatchID: batchID, Ledger: ledger, Err: apierr.New(apierr.Unavailable, "sequencer session closed")})
+		s.refuseLocked(batchID, ledger, "sequencer session closed")
 		return
 	case s.mu.client == nil:
 		s.mu.held = append(s.mu.held, heldGrant{batchID: batchID, ledger: ledger, count: count, asked: time.Now()})
@@ -156,6 +156,11 @@ func (s *SequencerSession) Grant(batchID, ledger uint64, count int) {
 func (s *SequencerSession) sendLocked(batchID, ledger uint64, count int) {
 	s.mu.outstanding = append(s.mu.outstanding, GrantReply{BatchID: batchID, Ledger: ledger})
 	s.mu.client.Grant(batchID, ledger, uint64(count))
+}
+
+// refuseLocked answers a grant that was never asked of a leader.
+func (s *SequencerSession) refuseLocked(batchID, ledger uint64, why string) {
+	s.replyLocked(GrantReply{BatchID: batchID, Ledger: ledger, Err: apierr.New(apierr.Unavailable, "%s", why)})
 }
 
 // sendHeldLocked asks the new stream's leader for the held grants.
@@ -179,10 +184,8 @@ func (s *SequencerSession) expireHeld() {
 		case now := <-t.C:
 			s.mu.Lock()
 			for len(s.mu.held) > 0 && now.Sub(s.mu.held[0].asked) >= grantHoldLimit {
-				h := s.mu.held[0]
+				s.refuseLocked(s.mu.held[0].batchID, s.mu.held[0].ledger, fmt.Sprintf("no sequencer session for %v", grantHoldLimit))
 				s.mu.held = s.mu.held[1:]
-				s.replyLocked(GrantReply{BatchID: h.batchID, Ledger: h.ledger,
-					Err: apierr.New(apierr.Unavailable, "no sequencer session for %v", grantHoldLimit)})
 			}
 			s.mu.Unlock()
 		}
@@ -226,7 +229,7 @@ func (s *SequencerSession) Close() {
 	defer s.mu.Unlock()
 	s.mu.closed = true
 	for _, h := range s.mu.held {
-		s.replyLocked(GrantReply{BatchID: h.batchID, Ledger: h.ledger, Err: apierr.New(apierr.Unavailable, "sequencer session closed")})
+		s.refuseLocked(h.batchID, h.ledger, "sequencer session closed")
 	}
 	s.mu.held = nil
 }

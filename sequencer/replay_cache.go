@@ -36,10 +36,8 @@ func (c *replayCache) start(ledgers []uint64) (CommitMap, int) {
 	return cm, len(c.ledgers)
 }
 
-func (c *replayCache) prefixOfLocked(ledgers []uint64) bool {
-	n := len(c.ledgers)
-	return n <= len(ledgers) && slices.Equal(c.ledgers, ledgers[:n])
-}
+// prefixOfLocked says whether the cached ledgers start ledgers.
+func (c *replayCache) prefixOfLocked(ledgers []uint64) bool { return isPrefix(c.ledgers, ledgers) }
 
 // covers says whether the cache holds the replay of ledgers already (or
 // of a longer list that starts with them: a takeover that failed after
@@ -47,20 +45,24 @@ func (c *replayCache) prefixOfLocked(ledgers []uint64) bool {
 func (c *replayCache) covers(ledgers []uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.ledgers) >= len(ledgers) && slices.Equal(c.ledgers[:len(ledgers)], ledgers)
+	return isPrefix(ledgers, c.ledgers)
 }
 
 // keep records cm as the replay of ledgers (which must all be closed),
-// unless the cache holds a longer prefix of them already. It keeps cm
-// itself: the caller must not change it afterwards.
+// unless the cache covers them already. It keeps cm itself: the caller
+// must not change it afterwards.
 func (c *replayCache) keep(ledgers []uint64, cm CommitMap) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := len(c.ledgers)
-	if n >= len(ledgers) && slices.Equal(c.ledgers[:len(ledgers)], ledgers) {
+	if isPrefix(ledgers, c.ledgers) {
 		return
 	}
 	c.ledgers, c.folded = slices.Clone(ledgers), cm
+}
+
+// isPrefix says whether list starts with prefix.
+func isPrefix(prefix, list []uint64) bool {
+	return len(prefix) <= len(list) && slices.Equal(prefix, list[:len(prefix)])
 }
 
 // replayCommitLog replays the commit ledgers of list, older first, from

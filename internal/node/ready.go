@@ -172,9 +172,9 @@ func (r *readiness) refresh() error {
 		// for a grant stream): clients whose frames stall probe it and move
 		// elsewhere when it cannot. While no sequencer leader grants, every
 		// node waits alike, and moving would only hand producers around;
-		// a node that has neither a grant stream nor the etcd quorum, and
-		// reaches no majority of the nodes, is cut off, though (quorum.go,
-		// peers.go).
+		// a node that has neither a grant stream nor the etcd quorum, while
+		// no majority of the nodes lost the quorum alike, is cut off, though
+		// (quorum.go, peers.go).
 		lost := healthpb.HealthCheckResponse_NOT_SERVING
 		if r.server.quorum.doubted(time.Now()) {
 			lost = healthpb.HealthCheckResponse_SERVING // yes, lost (peers.go)
