@@ -55,7 +55,15 @@ func (s *Store) RecoveryAppend(e Entry) error { return s.AppendAsync(e, true).Wa
 
 // AppendAsync starts an append. Appends are applied in call order; their
 // tickets complete in that order. The payload is copied before it returns.
-func (s *Store) AppendAsync(e Entry, recovery bool) *Ticket {
+// Above the disk's hard mark an append that would create the ledger here
+// fails with a *DiskFullError.
+func (s *Store) AppendAsync(e Entry, recovery bool) *Ticket { return s.appendAsync(e, recovery, false) }
+
+// appendAsync is AppendAsync; remote says the append comes from another
+// node's writer, which above the disk's hard mark is refused for every
+// ordinary append: only this node's ingest knows to stop accepting
+// messages (disk.go).
+func (s *Store) appendAsync(e Entry, recovery, remote bool) *Ticket {
 	if len(e.Payload) > MaxPayload {
 		return &Ticket{err: fmt.Errorf("%w: payload of %d bytes", ErrInvalidEntry, len(e.Payload))}
 	}
@@ -77,6 +85,10 @@ func (s *Store) AppendAsync(e Entry, recovery bool) *Ticket {
 			return &Ticket{err: err}
 		}
 		if verdict == verdictWrite {
+			if err := s.diskRefusalLocked(e.Ledger, recovery, remote); err != nil {
+				s.mu.Unlock()
+				return &Ticket{err: err}
+			}
 			if recovery && s.mu.idx.ledgers[e.Ledger] == nil {
 				// A recovery's copy to a ledger this store has no record
 				// of: journal the fence it implies first, so that the
@@ -104,6 +116,16 @@ func (s *Store) AppendAsync(e Entry, recovery bool) *Ticket {
 			<-wait.done
 		}
 	}
+}
+
+// diskRefusalLocked says why the hard mark refuses to write an entry, or
+// nil. Recovery appends to a ledger the store holds (a roll-forward of its
+// tail) go through: a recovery must be able to finish.
+func (s *Store) diskRefusalLocked(ledger uint64, recovery, remote bool) error {
+	if s.mu.idx.ledgers[ledger] != nil && (recovery || !remote) {
+		return nil
+	}
+	return s.disk.refusal()
 }
 
 // compareExisting succeeds if the record at pos holds e's span and payload.
@@ -199,7 +221,9 @@ func (s *Store) Delete(ledger uint64) error {
 	s.mu.Lock()
 	delete(s.mu.deleting, ledger)
 	s.mu.Unlock()
-	return s.removeDeadSegments()
+	err := s.removeDeadSegments()
+	s.disk.sample() // writes resume as soon as the space is free, not a period later
+	return err
 }
 
 func (s *Store) writableLocked(ledger uint64) error {

@@ -250,6 +250,7 @@ func (s *Store) writeBatch(b *batch) error {
 		}
 		s.activeMetas = append(s.activeMetas, c.metas...)
 		s.stats.bytes.Add(int64(len(c.data)))
+		s.disk.wrote(len(c.data))
 		putBatchBuffer(c.data) // written: payloads are not kept in memory
 		c.data = nil
 	}

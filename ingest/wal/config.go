@@ -47,8 +47,11 @@ type Config struct {
 	// SlowSync is the fdatasync duration from which Events.SlowSync is told
 	// of each one. Default DefaultSlowSync; negative: never.
 	SlowSync time.Duration
-	// Events is told of slow fsyncs.
+	// Events is told of slow fsyncs and of the disk filling up.
 	Events event.Listener
+	// Disk sets the marks at which the store's disk counts as full
+	// (disk.go).
+	Disk DiskLimits
 }
 
 // DefaultSlowSync is the default Config.SlowSync: an fdatasync that long
@@ -95,7 +98,7 @@ func (c *Config) Validate() error {
 		c.SlowSync = DefaultSlowSync
 	}
 	c.Events.EnsureDefaults()
-	return nil
+	return c.Disk.validate()
 }
 
 // Policy is a parsed fsync policy.

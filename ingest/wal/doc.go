@@ -17,6 +17,10 @@
 //     sealed segments, everything else is verified record by record, a torn
 //     tail is truncated, damage elsewhere becomes a *CorruptionError and
 //     UNKNOWN answers;
+//   - the watch on its disk (disk.go): statfs of the directory, sampled
+//     every 250 ms and every 16 MiB written, with a high-water mark its node's
+//     ingest refuses new messages at and a hard mark from which the store
+//     refuses new ledgers and other nodes' appends (*DiskFullError);
 //   - the gRPC service (service.go) implementing proto/wal.proto, served
 //     with Serve or registered with NewService;
 //   - the directory: an flock on <dir>/LOCK (lock.go) keeps a second Store

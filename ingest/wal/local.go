@@ -22,7 +22,9 @@ type LocalClient struct{ svc *Service }
 var _ walpb.WALClient = LocalClient{}
 
 // NewLocalClient returns an in-process client of svc.
-func NewLocalClient(svc *Service) LocalClient { return LocalClient{svc: svc} }
+func NewLocalClient(svc *Service) LocalClient {
+	return LocalClient{svc: &Service{store: svc.store, local: true}}
+}
 
 func (c LocalClient) ReadEntry(ctx context.Context, in *walpb.ReadEntryRequest, _ ...grpc.CallOption) (*walpb.ReadEntryResponse, error) {
 	return c.svc.ReadEntry(ctx, in)

@@ -64,6 +64,9 @@ func Open(cfg Config) (*Store, error) {
 	s.mu.segments = append(s.mu.segments, next)
 	s.mu.tail = journalPos{seg: next, off: segmentHeaderSize}
 	s.mu.durable = s.mu.tail
+	s.disk = newDiskWatch(s.dir, cfg.Disk, cfg.Events)
+	s.disk.sample() // the marks hold from the first append on
+	go s.disk.run()
 	go s.releaseLoop()
 	go s.commitLoop()
 	opened = true

@@ -23,6 +23,10 @@ import (
 type Service struct {
 	walpb.UnimplementedWALServer
 	store *Store
+	// local: the appends come from this process's own writers
+	// (LocalClient), which the disk's hard mark lets finish what they have
+	// in flight; everyone else's are refused above it.
+	local bool
 }
 
 // NewService serves store. The caller keeps ownership of the store.
@@ -88,7 +92,7 @@ func (svc *Service) startAdd(e *walpb.AddEntry) queuedResult {
 	if e.Span != nil {
 		entry.Span = Span{First: e.Span.First, End: e.Span.End}
 	}
-	return queuedResult{result: res, ticket: svc.store.AppendAsync(entry, e.Recovery)}
+	return queuedResult{result: res, ticket: svc.store.appendAsync(entry, e.Recovery, !svc.local)}
 }
 
 // sendResults sends results in queue order, each once its ticket is done,
@@ -157,7 +161,7 @@ func addCode(err error) walpb.AddCode {
 		return walpb.AddCode_ADD_GAP
 	case errors.As(err, &conflict):
 		return walpb.AddCode_ADD_CONFLICT
-	default:
+	default: // ErrDiskFull too: the writer resends later, as to a store that restarts
 		return walpb.AddCode_ADD_STORE_FAILED
 	}
 }

@@ -29,6 +29,8 @@ type Store struct {
 	fresh       bool
 	stats       statCounters
 	lock        *dirLock
+	// disk watches the file system of dir (disk.go).
+	disk *diskWatch
 
 	mu struct {
 		sync.Mutex
@@ -163,6 +165,7 @@ func (s *Store) Close() error {
 	s.wake()
 	<-s.stopped
 	<-s.released
+	s.disk.close()
 
 	s.mu.Lock()
 	failed := s.mu.failed

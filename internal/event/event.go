@@ -53,6 +53,9 @@ type Listener struct {
 	// SlowSync: an fdatasync of the WAL took at least the store's
 	// threshold.
 	SlowSync func(SyncInfo)
+	// DiskFull: the WAL store's disk reached its high-water mark (Full)
+	// or fell below its low-water mark again (not Full).
+	DiskFull func(DiskInfo)
 	// ReaderCatchingUp: a reader lost (or has not yet found) the
 	// sequencer's commit-map stream; reads may wait until ReaderInStep.
 	ReaderCatchingUp func(ReaderInfo)
@@ -174,6 +177,15 @@ type SyncInfo struct {
 	Err          error
 }
 
+// DiskInfo describes the WAL store's disk when it crossed a mark.
+type DiskInfo struct {
+	Dir                string
+	Full               bool
+	Used, Avail, Total uint64
+	// Fraction is the used share, Mark the mark crossed.
+	Fraction, Mark float64
+}
+
 // ReaderInfo describes a reader's position against the commit map.
 type ReaderInfo struct {
 	// Leader is the sequencer leader's address ("" when unknown).
@@ -244,6 +256,7 @@ func (l *Listener) EnsureDefaults() {
 	ensure(&l.LeaseLost)
 	ensure(&l.StoreRegistered)
 	ensure(&l.SlowSync)
+	ensure(&l.DiskFull)
 	ensure(&l.ReaderCatchingUp)
 	ensure(&l.ReaderInStep)
 	ensure(&l.ProducerTakeover)
@@ -274,6 +287,7 @@ func Tee(a, b Listener) Listener {
 		LeaseLost:          both(a.LeaseLost, b.LeaseLost),
 		StoreRegistered:    both(a.StoreRegistered, b.StoreRegistered),
 		SlowSync:           both(a.SlowSync, b.SlowSync),
+		DiskFull:           both(a.DiskFull, b.DiskFull),
 		ReaderCatchingUp:   both(a.ReaderCatchingUp, b.ReaderCatchingUp),
 		ReaderInStep:       both(a.ReaderInStep, b.ReaderInStep),
 		ProducerTakeover:   both(a.ProducerTakeover, b.ProducerTakeover),

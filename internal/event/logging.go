@@ -53,6 +53,14 @@ func Logging(logger *slog.Logger) Listener {
 			}
 			log.Warn("slow WAL fsync", attrs...)
 		},
+		DiskFull: func(i DiskInfo) {
+			attrs := []any{"dir", i.Dir, "used_fraction", i.Fraction, "mark", i.Mark, "used", i.Used, "avail", i.Avail, "total", i.Total}
+			if i.Full {
+				log.Warn("WAL disk full: refusing new messages", attrs...)
+				return
+			}
+			log.Info("WAL disk has room again: accepting messages", attrs...)
+		},
 		ReaderCatchingUp: func(i ReaderInfo) {
 			attrs := []any{"epoch", i.Epoch, "committed", i.Committed}
 			if i.Err != nil {
