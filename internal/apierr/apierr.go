@@ -34,6 +34,7 @@ const (
 const (
 	Unavailable        Code = "UNAVAILABLE"         // no leader, store unreachable, shutting down
 	Timeout            Code = "TIMEOUT"             // the outcome is unknown; retry with the same seq
+	DiskFull           Code = "DISK_FULL"           // the node's WAL disk is above its high-water mark; nothing was logged
 	InvalidArgument    Code = "INVALID_ARGUMENT"    // malformed field values
 	MalformedRequest   Code = "MALFORMED_REQUEST"   // undecodable protobuf/JSON body
 	MessageTooLarge    Code = "MESSAGE_TOO_LARGE"   // one message over the configured limit
@@ -57,6 +58,7 @@ type mapping struct {
 var catalogue = map[Code]mapping{
 	Unavailable:        {ClassRetry, codes.Unavailable, http.StatusServiceUnavailable},
 	Timeout:            {ClassRetry, codes.DeadlineExceeded, http.StatusGatewayTimeout},
+	DiskFull:           {ClassRetry, codes.ResourceExhausted, http.StatusServiceUnavailable},
 	InvalidArgument:    {ClassClient, codes.InvalidArgument, http.StatusBadRequest},
 	MalformedRequest:   {ClassClient, codes.InvalidArgument, http.StatusBadRequest},
 	MessageTooLarge:    {ClassClient, codes.InvalidArgument, http.StatusRequestEntityTooLarge},

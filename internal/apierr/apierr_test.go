@@ -63,3 +63,25 @@ func TestWriteHTTPAnswersStatusAndStableBody(t *testing.T) {
 		t.Fatalf("body %+v", body)
 	}
 }
+
+// DISK_FULL is retryable: gRPC RESOURCE_EXHAUSTED, HTTP 503 with a
+// Retry-After header.
+func TestDiskFullIsRetryableWithRetryAfter(t *testing.T) {
+	err := New(DiskFull, "disk 93%% used")
+	if err.Class() != ClassRetry {
+		t.Fatalf("class %s", err.Class())
+	}
+	if st, _ := status.FromError(err); st.Code() != codes.ResourceExhausted {
+		t.Fatalf("grpc %v", st.Code())
+	}
+	rec := httptest.NewRecorder()
+	WriteHTTP(rec, err)
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("HTTP %d, Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	rec = httptest.NewRecorder()
+	WriteHTTP(rec, New(Unavailable, "no leader"))
+	if rec.Header().Get("Retry-After") != "" {
+		t.Fatal("UNAVAILABLE carries a Retry-After")
+	}
+}

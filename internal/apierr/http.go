@@ -16,6 +16,14 @@ type httpBody struct {
 	} `json:"error"`
 }
 
+// retryAfter is the Retry-After header (seconds) of the codes that carry
+// one. DISK_FULL is a 503 with Retry-After rather than WebDAV's 507:
+// HTTP clients and proxies retry a 503 and honour the header, and the
+// code tells it from UNAVAILABLE. A full disk frees space only when
+// retention deletes ledgers, so a client had better pause (or go to
+// another node) than spin.
+var retryAfter = map[Code]string{DiskFull: "1"}
+
 // WriteHTTP answers an HTTP request with err, mapped through the catalogue.
 func WriteHTTP(w http.ResponseWriter, err error) {
 	apiErr := As(err)
@@ -26,6 +34,9 @@ func WriteHTTP(w http.ResponseWriter, err error) {
 	body.Error.Retryable = apiErr.Class() == ClassRetry
 	body.Error.Details = apiErr.Details
 	w.Header().Set("Content-Type", "application/json")
+	if after, ok := retryAfter[apiErr.Code]; ok {
+		w.Header().Set("Retry-After", after)
+	}
 	w.WriteHeader(apiErr.HTTPStatus())
 	_ = json.NewEncoder(w).Encode(body)
 }
