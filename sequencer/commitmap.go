@@ -6,24 +6,31 @@ import (
 )
 
 // ErrBelowRetention is returned by a commit-map subscription from an offset
-// below the oldest retained record; replay the commit ledgers instead.
+// below the oldest retained record: load the newest checkpoint (its map
+// ends at or above the retained records' floor, see commitMap) and
+// subscribe from its end.
 var ErrBelowRetention = errors.New("sequencer: offset below the retained commit map")
 
 // commitMap keeps the confirmed commit records a leader serves to readers
-// and fans out new ones. Invariant: every Written/Hole record deciding an
-// offset ≥ floor is retained, in log order.
+// and fans out new ones. Invariants: every Written/Hole record deciding an
+// offset ≥ floor is retained, in log order; floor ≤ the newest
+// checkpoint's end (a reader that loads it can subscribe from its end)
+// unless more than hardRetainFactor × retain records would be kept.
 type commitMap struct {
 	retain int
 	mu     struct {
 		sync.Mutex
 		// blocks hold the Written and Hole records in log order, in
 		// blocks of blockSize so appending and trimming never copy them.
-		blocks    [][]EpochRecord
-		count     int
-		floor     uint64
-		published EpochRecord // the latest Watermark
-		subs      map[*subscriber]struct{}
-		closed    bool
+		blocks [][]EpochRecord
+		count  int
+		floor  uint64
+		// checkpointEnd is the newest checkpoint's end: records wholly
+		// below it may go once more than retain are kept.
+		checkpointEnd uint64
+		published     EpochRecord // the latest Watermark
+		subs          map[*subscriber]struct{}
+		closed        bool
 	}
 }
 
@@ -34,8 +41,12 @@ type subscriber struct {
 	ch   chan []EpochRecord
 }
 
-func newCommitMap(retain int, replayed []EpochRecord, c0, epoch uint64) *commitMap {
+// newCommitMap starts a leader's map with the replayed records below its
+// C₀, which all lie at or above checkpointEnd (the newest checkpoint's
+// end, 0 for none): below it the map starts from the checkpoint.
+func newCommitMap(retain int, replayed []EpochRecord, c0, epoch, checkpointEnd uint64) *commitMap {
 	cm := &commitMap{retain: retain}
+	cm.mu.floor, cm.mu.checkpointEnd = checkpointEnd, checkpointEnd
 	for _, r := range replayed {
 		cm.appendLocked(r)
 	}
@@ -90,18 +101,46 @@ func (cm *commitMap) appendLocked(r EpochRecord) {
 	cm.mu.count++
 }
 
+// hardRetainFactor bounds the records kept while no checkpoint passes
+// them (checkpoints failing): beyond hardRetainFactor × retain the oldest
+// go anyway, and readers that fall below them wait for a checkpoint.
+const hardRetainFactor = 4
+
 // trimLocked drops the oldest blocks while more than retain records are
-// kept. The floor becomes the highest end among dropped records, so no
-// dropped record decides an offset at or above it.
+// kept and the block lies below the newest checkpoint's end (or more than
+// hardRetainFactor × retain are kept). The floor becomes the highest end
+// among dropped records, so no dropped record decides an offset at or
+// above it.
 func (cm *commitMap) trimLocked() {
 	for len(cm.mu.blocks) > 1 && cm.mu.count-len(cm.mu.blocks[0]) >= cm.retain {
+		end := cm.mu.floor
 		for _, r := range cm.mu.blocks[0] {
-			cm.mu.floor = max(cm.mu.floor, r.Range.End)
+			end = max(end, r.Range.End)
 		}
+		if end > cm.mu.checkpointEnd && cm.mu.count-len(cm.mu.blocks[0]) < hardRetainFactor*cm.retain {
+			return
+		}
+		cm.mu.floor = end
 		cm.mu.count -= len(cm.mu.blocks[0])
 		cm.mu.blocks[0] = nil
 		cm.mu.blocks = cm.mu.blocks[1:]
 	}
+}
+
+// checkpointed records a new checkpoint's end: the records below it may
+// be trimmed now.
+func (cm *commitMap) checkpointed(end uint64) {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	cm.mu.checkpointEnd = max(cm.mu.checkpointEnd, end)
+	cm.trimLocked()
+}
+
+// retained is the number of records kept, for metrics.
+func (cm *commitMap) retained() int {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	return cm.mu.count
 }
 
 // subscribe returns the retained records deciding offsets ≥ from, the

@@ -9,13 +9,24 @@ func hole(first, end uint64) EpochRecord {
 	return EpochRecord{Epoch: 1, Record: Record{Kind: KindHole, Range: Range{first, end}}}
 }
 
+// TestCommitMapSubscribeAndTrim: records beyond the retained count go
+// only once a checkpoint covers them.
 func TestCommitMapSubscribeAndTrim(t *testing.T) {
-	cm := newCommitMap(2*blockSize, nil, 0, 1)
+	cm := newCommitMap(2*blockSize, nil, 0, 1, 0)
 	// 3 blocks' worth of one-offset records, confirmed in order.
 	for x := uint64(0); x < 3*blockSize; x++ {
 		cm.add([]EpochRecord{hole(x, x+1)})
 	}
-	// The oldest block was dropped: its offsets are below the floor.
+	// No checkpoint covers them: all are kept, so a reader can subscribe
+	// from any offset.
+	if sub, _, err := cm.subscribe(10); err != nil {
+		t.Fatalf("subscribe before a checkpoint: %v", err)
+	} else {
+		cm.unsubscribe(sub)
+	}
+	// A checkpoint up to the second block lets the oldest block go: its
+	// offsets are below the floor.
+	cm.checkpointed(blockSize + 7)
 	if _, _, err := cm.subscribe(10); !errors.Is(err, ErrBelowRetention) {
 		t.Fatalf("subscribe below the floor: err = %v", err)
 	}

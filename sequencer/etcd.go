@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"orderlog/internal/keys"
@@ -132,14 +133,21 @@ func (s *epochStore) commitLedgers(ctx context.Context) (commitLedgerList, int64
 	if err != nil {
 		return commitLedgerList{}, 0, fmt.Errorf("read commit ledgers: %w", err)
 	}
+	return decodeList(resp.Kvs)
+}
+
+// mvccKV is an etcd key-value as a range read returns it.
+type mvccKV = mvccpb.KeyValue
+
+func decodeList(kvs []*mvccKV) (commitLedgerList, int64, error) {
 	list := commitLedgerList{Version: 1}
-	if len(resp.Kvs) == 0 {
+	if len(kvs) == 0 {
 		return list, 0, nil
 	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &list); err != nil || list.Version != 1 {
+	if err := json.Unmarshal(kvs[0].Value, &list); err != nil || list.Version != 1 {
 		return list, 0, fmt.Errorf("decode %s (version %d): %v", keys.SeqCommitLedgers, list.Version, err)
 	}
-	return list, resp.Kvs[0].ModRevision, nil
+	return list, kvs[0].ModRevision, nil
 }
 
 // addCommitLedger appends a commit ledger of this epoch to the list, and

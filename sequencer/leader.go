@@ -21,10 +21,16 @@ type leader struct {
 	cm     *commitMap
 	// electionKey and the commit ledger list (with its etcd revision) are
 	// what a roll (leader_roll.go) creates and records the next commit
-	// ledger with; only the one roll in progress touches list and listRev.
+	// ledger with, and what a checkpoint truncates (checkpoint.go):
+	// listMu guards list, listRev and ckpt.
 	electionKey string
+	listMu      sync.Mutex
 	list        commitLedgerList
 	listRev     int64
+	ckpt        checkpointTrack
+	// ckptLedgers writes checkpoints; nil when Ledgers cannot (none are
+	// written then).
+	ckptLedgers CheckpointLedgers
 	ctx         context.Context
 	cancel      context.CancelFunc
 
@@ -54,6 +60,14 @@ type leader struct {
 		// is set while a timer will flush the unsent records.
 		lastAppend time.Time
 		flushArmed bool
+		// checkpointing is set from the moment a checkpoint is due until
+		// it ends; checkpointAwaitsRoll until the roll it asked for is
+		// done. recordsSince counts the records confirmed since the last
+		// checkpoint started, lastCheckpoint is when it did.
+		checkpointing        bool
+		checkpointAwaitsRoll bool
+		recordsSince         int
+		lastCheckpoint       time.Time
 	}
 }
 
@@ -98,6 +112,7 @@ func (l *leader) run() {
 			}
 			l.mu.m.Tick(l.now())
 			l.handleLocked()
+			l.maybeCheckpointLocked()
 			l.maybeRollLocked()
 			l.checkEnsembleLocked()
 			l.mu.Unlock()
@@ -114,6 +129,7 @@ func (l *leader) applyConfirmed(lac int64) {
 	var maxSeq uint64
 	for ; i < len(l.mu.pending) && l.mu.pending[i].entry <= lac; i++ {
 		l.cm.add(l.mu.pending[i].records)
+		l.mu.recordsSince += len(l.mu.pending[i].records)
 		maxSeq = l.mu.pending[i].maxSeq
 	}
 	if i == 0 {

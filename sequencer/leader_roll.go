@@ -90,6 +90,7 @@ func (l *leader) roll(old CommitLog, lost error) {
 	l.mu.rolling = false
 	l.node.cfg.Logger.Info("sequencer: commit ledger rolled", "epoch", l.epoch, "closed", old.ID(), "opened", next.ID(),
 		"reason", lost.Error(), "took", time.Since(start))
+	l.startCheckpointLocked(next.ID())
 	l.flushCommitsLocked()
 }
 
@@ -109,6 +110,8 @@ func (l *leader) replaceCommitLog(old CommitLog) (CommitLog, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.listMu.Lock()
+	defer l.listMu.Unlock()
 	list, rev, err := l.store.addCommitLedger(ctx, l.list, l.listRev, next.ID())
 	if err != nil {
 		_ = next.Close(ctx)

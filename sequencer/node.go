@@ -46,6 +46,9 @@ type Config struct {
 	// leaders: a leader heard within leaderSilentFor is not deposed for
 	// unanswered probes (heard.go).
 	Heard *LeaderHeard
+	// Checkpoint configures commit-log checkpoints (checkpoint.go); they
+	// are written only when Ledgers implements CheckpointLedgers.
+	Checkpoint CheckpointConfig
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -61,6 +64,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RetainRecords == 0 {
 		c.RetainRecords = 1 << 20
+	}
+	if err := c.Checkpoint.Validate(); err != nil {
+		return err
 	}
 	c.Logger = event.OrDiscard(c.Logger)
 	c.Events.EnsureDefaults()
@@ -103,6 +109,8 @@ type Node struct {
 	}
 	// replays keeps the replay of the closed commit ledgers (replay_cache.go).
 	replays replayCache
+	// checkpoints is what the metrics say of checkpoints (checkpoint_metrics.go).
+	checkpoints checkpointStats
 }
 
 // NewNode returns a node; Run makes it campaign.
@@ -222,16 +230,23 @@ func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, el
 		return err
 	}
 	epochWritten := time.Now()
-	// Step 2: fence, recover and replay the previous commit ledgers.
-	list, listRev, err := store.commitLedgers(lctx)
+	// Step 2: fence, recover and replay the previous commit ledgers after
+	// the newest checkpoint, on top of its state.
+	head, err := readHead(lctx, n.cfg.Etcd)
 	if err != nil {
 		return err
 	}
-	replayed, _, entries, err := n.replays.replayCommitLog(lctx, list.ids(), n.cfg.Ledgers.ReadCommitLog)
+	list, listRev := head.list, head.listRev
+	kept, err := head.kept()
 	if err != nil {
 		return err
 	}
-	n.replays.keep(list.ids(), replayed) // every one is closed now
+	base := n.replayBase(head.pointer)
+	replayed, _, entries, err := n.replays.replayFrom(lctx, base, kept.ids(), n.cfg.Ledgers.ReadCommitLog)
+	if err != nil {
+		return err
+	}
+	n.replays.keepFrom(base.ledger, kept.ids(), replayed) // every one is closed now
 	replayDone := time.Now()
 	// Step 3: R, and the older ledgers.
 	t, err := n.takeover(lctx, store, epoch, replayed.C, list)
@@ -242,6 +257,16 @@ func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, el
 	l := &leader{node: n, epoch: epoch, store: store, ctl: n.cfg.Ledgers, ctx: lctx, cancel: cancel, confirm: make(chan struct{}, 1),
 		electionKey: electionKey}
 	l.lac.Store(-1)
+	l.ckptLedgers, _ = n.cfg.Ledgers.(CheckpointLedgers)
+	l.ckpt = checkpointTrack{pointer: head.pointer, rev: head.pointerRev}
+	if !head.pointer.IsZero() && l.ckptLedgers != nil {
+		// The replay read it unless the cache held it: read it again (one
+		// entry) for the next checkpoint, which starts from it.
+		if l.ckpt.state, err = readCheckpointState(lctx, l.ckptLedgers, head.pointer); err != nil {
+			return err
+		}
+	}
+	l.mu.lastCheckpoint = time.Now()
 	commit, err := n.cfg.Ledgers.CreateCommitLog(lctx, epoch, electionKey, l.onConfirm)
 	if err != nil {
 		return err
@@ -255,7 +280,7 @@ func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, el
 	}
 	// Where a takeover's time goes, for an operator tracing a slow one.
 	n.cfg.Logger.Info("sequencer takeover steps", "epoch", epoch, "write_epoch", epochWritten.Sub(elected),
-		"replay", replayDone.Sub(epochWritten), "commit_ledgers", len(list.Ledgers), "entries_read", entries,
+		"replay", replayDone.Sub(epochWritten), "checkpoint", head.pointer.Ledger, "commit_ledgers", len(kept.Ledgers), "entries_read", entries,
 		"older_ledgers", olderDone.Sub(replayDone), "unclosed", len(t.Unclosed), "closed", len(t.Closed),
 		"new_commit_ledger", time.Since(olderDone))
 	mcfg := n.cfg.Machine
@@ -264,7 +289,8 @@ func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, el
 	if err != nil {
 		return err
 	}
-	l.cm = newCommitMap(n.cfg.RetainRecords, replayed.Settled(), replayed.C, epoch)
+	l.cm = newCommitMap(n.cfg.RetainRecords, replayed.Settled(), replayed.C, epoch, head.pointer.End)
+	n.noteCheckpoint(head.pointer, 0)
 	l.mu.m = m
 	l.mu.streams = make(map[SessionID]*grantStream)
 	l.mu.byInc = make(map[string]*grantStream)

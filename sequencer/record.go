@@ -72,19 +72,25 @@ func EncodeCommitEntry(dst []byte, epoch uint64, records []Record) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, epoch)
 	dst = binary.AppendUvarint(dst, uint64(len(records)))
 	for _, r := range records {
-		dst = append(dst, byte(r.Kind))
-		switch r.Kind {
-		case KindWritten:
-			dst = binary.AppendUvarint(dst, r.Range.First)
-			dst = binary.AppendUvarint(dst, r.Range.Len())
-			dst = binary.AppendUvarint(dst, r.Ledger)
-			dst = binary.AppendUvarint(dst, uint64(r.Entry))
-		case KindHole:
-			dst = binary.AppendUvarint(dst, r.Range.First)
-			dst = binary.AppendUvarint(dst, r.Range.Len())
-		case KindWatermark:
-			dst = binary.AppendUvarint(dst, r.Watermark)
-		}
+		dst = appendRecord(dst, r)
+	}
+	return dst
+}
+
+// appendRecord appends one record: its kind byte, then its body.
+func appendRecord(dst []byte, r Record) []byte {
+	dst = append(dst, byte(r.Kind))
+	switch r.Kind {
+	case KindWritten:
+		dst = binary.AppendUvarint(dst, r.Range.First)
+		dst = binary.AppendUvarint(dst, r.Range.Len())
+		dst = binary.AppendUvarint(dst, r.Ledger)
+		dst = binary.AppendUvarint(dst, uint64(r.Entry))
+	case KindHole:
+		dst = binary.AppendUvarint(dst, r.Range.First)
+		dst = binary.AppendUvarint(dst, r.Range.Len())
+	case KindWatermark:
+		dst = binary.AppendUvarint(dst, r.Watermark)
 	}
 	return dst
 }

@@ -18,18 +18,32 @@ import (
 // (warmReplays), and a takeover reads only the ledgers after it: the
 // previous leader's last one, which it must fence and recover anyway.
 type replayCache struct {
-	mu      sync.Mutex
-	ledgers []uint64  // the commit ledgers folded, in list order
+	mu sync.Mutex
+	// base is the checkpoint ledger the fold starts from (0: the log's
+	// start); ledgers are the commit ledgers folded on top, in list order.
+	base    uint64
+	ledgers []uint64
 	folded  CommitMap // their replay
+}
+
+// replayBase is where a replay starts: a checkpoint (its ledger and a way
+// to read its state) or, zero, the log's start.
+type replayBase struct {
+	ledger uint64
+	state  func(context.Context) (*CheckpointState, error)
 }
 
 // start returns the cached replay of the longest prefix of ledgers it
 // holds (a copy the caller may extend) and the prefix's length.
-func (c *replayCache) start(ledgers []uint64) (CommitMap, int) {
+func (c *replayCache) start(ledgers []uint64) (CommitMap, int) { return c.startFrom(0, ledgers) }
+
+// startFrom is start for a replay on top of checkpoint ledger base; a
+// cache of another base holds nothing for it.
+func (c *replayCache) startFrom(base uint64, ledgers []uint64) (CommitMap, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.prefixOfLocked(ledgers) {
-		return CommitMap{}, 0 // another list (once issue 16's checkpoints truncate it): fold afresh
+	if c.base != base || !c.prefixOfLocked(ledgers) {
+		return CommitMap{}, 0 // another list or checkpoint: fold afresh
 	}
 	cm := c.folded
 	cm.Records = slices.Clone(cm.Records)
@@ -42,22 +56,26 @@ func (c *replayCache) prefixOfLocked(ledgers []uint64) bool { return isPrefix(c.
 // covers says whether the cache holds the replay of ledgers already (or
 // of a longer list that starts with them: a takeover that failed after
 // its replay kept the previous leader's last ledger too).
-func (c *replayCache) covers(ledgers []uint64) bool {
+func (c *replayCache) covers(ledgers []uint64) bool { return c.coversFrom(0, ledgers) }
+
+func (c *replayCache) coversFrom(base uint64, ledgers []uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return isPrefix(ledgers, c.ledgers)
+	return c.base == base && isPrefix(ledgers, c.ledgers)
 }
 
 // keep records cm as the replay of ledgers (which must all be closed),
 // unless the cache covers them already. It keeps cm itself: the caller
 // must not change it afterwards.
-func (c *replayCache) keep(ledgers []uint64, cm CommitMap) {
+func (c *replayCache) keep(ledgers []uint64, cm CommitMap) { c.keepFrom(0, ledgers, cm) }
+
+func (c *replayCache) keepFrom(base uint64, ledgers []uint64, cm CommitMap) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if isPrefix(ledgers, c.ledgers) {
+	if c.base == base && isPrefix(ledgers, c.ledgers) {
 		return
 	}
-	c.ledgers, c.folded = slices.Clone(ledgers), cm
+	c.base, c.ledgers, c.folded = base, slices.Clone(ledgers), cm
 }
 
 // isPrefix says whether list starts with prefix.
@@ -71,7 +89,20 @@ func isPrefix(prefix, list []uint64) bool {
 // err says which one it could not read — how many those are, and how many
 // entries it read.
 func (c *replayCache) replayCommitLog(ctx context.Context, ledgers []uint64, read func(context.Context, uint64) ([][]byte, error)) (cm CommitMap, folded, entries int, err error) {
-	cm, folded = c.start(ledgers)
+	return c.replayFrom(ctx, replayBase{}, ledgers, read)
+}
+
+// replayFrom is replayCommitLog on top of a checkpoint: without a cached
+// prefix it starts from the checkpoint's state.
+func (c *replayCache) replayFrom(ctx context.Context, base replayBase, ledgers []uint64, read func(context.Context, uint64) ([][]byte, error)) (cm CommitMap, folded, entries int, err error) {
+	cm, folded = c.startFrom(base.ledger, ledgers)
+	if folded == 0 && base.ledger != 0 {
+		st, err := base.state(ctx)
+		if err != nil {
+			return CommitMap{}, 0, 0, err
+		}
+		cm = fromState(st)
+	}
 	for _, id := range ledgers[folded:] {
 		p, err := read(ctx, id)
 		if err != nil {
@@ -88,15 +119,15 @@ func (c *replayCache) replayCommitLog(ctx context.Context, ledgers []uint64, rea
 // warmEvery is how often a standby looks for newly closed commit ledgers.
 const warmEvery = 2 * time.Second
 
-// warmReplays extends the cache with the closed commit ledgers (all of
-// the list but its last) every warmEvery until ctx ends, so that a
-// takeover reads only what the previous leader wrote last. What it could
-// fold before a ledger it cannot read is kept; that ledger is tried again
-// on the next round (a failure is logged when it first appears).
+// warmReplays extends the cache with the closed commit ledgers after the
+// newest checkpoint (all of the list from its FirstKept on but the last)
+// every warmEvery until ctx ends, so that a takeover reads only what the
+// previous leader wrote last. What it could fold before a ledger it cannot
+// read is kept; that ledger is tried again on the next round (a failure is
+// logged when it first appears).
 func (n *Node) warmReplays(ctx context.Context) {
 	t := time.NewTicker(warmEvery)
 	defer t.Stop()
-	store := &epochStore{cli: n.cfg.Etcd}
 	failing := ""
 	for {
 		select {
@@ -107,16 +138,7 @@ func (n *Node) warmReplays(ctx context.Context) {
 		if n.leader() != nil || n.takingOverEpoch() != 0 {
 			continue // its own takeover reads the log and fills the cache
 		}
-		list, _, err := store.commitLedgers(ctx)
-		if err != nil || len(list.Ledgers) < 2 {
-			continue
-		}
-		closed := list.ids()[:len(list.Ledgers)-1]
-		if n.replays.covers(closed) {
-			continue
-		}
-		cm, folded, _, err := n.replays.replayCommitLog(ctx, closed, n.cfg.Ledgers.ReadClosedCommitLog)
-		n.replays.keep(closed[:folded], cm)
+		err := n.warmOnce(ctx)
 		switch {
 		case err == nil:
 			failing = ""
@@ -126,4 +148,37 @@ func (n *Node) warmReplays(ctx context.Context) {
 				"err", err)
 		}
 	}
+}
+
+// warmOnce is one round of warmReplays.
+func (n *Node) warmOnce(ctx context.Context) error {
+	head, err := readHead(ctx, n.cfg.Etcd)
+	if err != nil {
+		return err
+	}
+	kept, err := head.kept()
+	if err != nil || len(kept.Ledgers) < 2 {
+		return err
+	}
+	closed := kept.ids()[:len(kept.Ledgers)-1]
+	base := n.replayBase(head.pointer)
+	if n.replays.coversFrom(base.ledger, closed) {
+		return nil
+	}
+	cm, folded, _, err := n.replays.replayFrom(ctx, base, closed, n.cfg.Ledgers.ReadClosedCommitLog)
+	if folded > 0 || base.ledger == 0 {
+		n.replays.keepFrom(base.ledger, closed[:folded], cm)
+	}
+	return err
+}
+
+// replayBase is where a replay of the log p points at starts.
+func (n *Node) replayBase(p CheckpointPointer) replayBase {
+	ckpt, _ := n.cfg.Ledgers.(CheckpointLedgers)
+	if p.IsZero() || ckpt == nil {
+		return replayBase{}
+	}
+	return replayBase{ledger: p.Ledger, state: func(ctx context.Context) (*CheckpointState, error) {
+		return readCheckpointState(ctx, ckpt, p)
+	}}
 }

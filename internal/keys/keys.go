@@ -20,6 +20,10 @@ const (
 	SeqReserved = Prefix + "seq/reserved"
 	// SeqCommitLedgers records the commit ledger ids of each epoch (sequencer).
 	SeqCommitLedgers = Prefix + "seq/commit-ledgers"
+	// SeqCheckpoint points at the newest complete commit-log checkpoint:
+	// its ledger, what it covers and the commit ledger the log goes on
+	// with (sequencer; docs/format/commit-log.md §5).
+	SeqCheckpoint = Prefix + "seq/checkpoint"
 	// RereplicationElection is the concurrency.Election prefix of the
 	// re-replication worker, one in the cluster (ingest/rereplicate).
 	RereplicationElection = Prefix + "rereplication/election"

@@ -1,0 +1,324 @@
+package sequencer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Commit-log checkpoints (docs/design.md §5, docs/format/commit-log.md §5)
+// keep what a takeover, a standby and a fresh reader read independent of
+// the history's length. Every Config.Checkpoint interval the leader:
+//
+//  1. rolls its commit ledger (leader_roll.go), so that every ledger
+//     before the new one is closed and never changes;
+//  2. replays those closed ledgers on top of the previous checkpoint's
+//     state (buildCheckpoint, no I/O) and writes the newly settled map as
+//     chunks, then the state and the index, into a new checkpoint ledger,
+//     which it seals (every entry confirmed, closed);
+//  3. switches seq/checkpoint to it by CAS (epoch and the pointer's
+//     revision): from here on a takeover starts from it;
+//  4. deletes the commit ledgers before the new one, then drops them from
+//     seq/commit-ledgers by CAS;
+//  5. deletes the checkpoint ledgers the new index no longer names.
+//
+// A crash between any two steps leaves a readable, consistent state: until
+// step 3 the old pointer and the whole list stand (an abandoned checkpoint
+// ledger carries no offsets; the next leader closes it like any
+// older-epoch ledger); after it, a takeover replays the list from the
+// pointer's FirstKept on and never reads the ledgers before it, listed
+// or deleted. Steps 4–5 are repeated, harmlessly, by the next checkpoint.
+
+// CheckpointConfig configures commit-log checkpoints.
+type CheckpointConfig struct {
+	// Records: a checkpoint is written once this many commit records were
+	// confirmed since the last one. Default 1,000,000; negative disables
+	// checkpoints.
+	Records int
+	// Interval: a checkpoint is also written once this long passed since
+	// the last one, if any record was confirmed meanwhile. Default 10 min.
+	Interval time.Duration
+	// ChunkSegments bounds the segments (ledger entries and holes) of one
+	// chunk entry, the unit a reader loads. Default 16,384.
+	ChunkSegments int
+	// Floor, if set, is the log's start offset (retention): chunks ending
+	// at or below it are dropped from the next checkpoint, and checkpoint
+	// ledgers left with none are deleted. Nil: 0.
+	Floor func() uint64
+	// Timeout bounds one checkpoint's steps 2–5. Default 2 min.
+	Timeout time.Duration
+}
+
+// Validate fills defaults.
+func (c *CheckpointConfig) Validate() error {
+	if c.Records == 0 {
+		c.Records = 1_000_000
+	}
+	if c.Interval == 0 {
+		c.Interval = 10 * time.Minute
+	}
+	if c.ChunkSegments == 0 {
+		c.ChunkSegments = 16384
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 2 * time.Minute
+	}
+	if c.Interval < 0 || c.ChunkSegments < 1 || c.Timeout < 0 {
+		return errors.New("sequencer: invalid checkpoint Interval, ChunkSegments or Timeout")
+	}
+	return nil
+}
+
+func (c CheckpointConfig) floor() uint64 {
+	if c.Floor == nil {
+		return 0
+	}
+	return c.Floor()
+}
+
+// errCheckpointRoll is the reason of a roll a checkpoint asked for.
+var errCheckpointRoll = errors.New("a checkpoint is due")
+
+// checkpointTrack is the newest checkpoint this leader knows (read at its
+// takeover, then its own), guarded by leader.listMu.
+type checkpointTrack struct {
+	pointer CheckpointPointer
+	rev     int64
+	state   *CheckpointState // nil: none
+	index   *CheckpointIndex // nil: none, or not read yet
+}
+
+// maybeCheckpointLocked asks for a roll when a checkpoint is due; the roll
+// starts it (leader_roll.go).
+func (l *leader) maybeCheckpointLocked() {
+	cfg := l.node.cfg.Checkpoint
+	if l.ckptLedgers == nil || cfg.Records < 0 || l.mu.checkpointing || l.mu.deposed || !l.mu.m.Serving() {
+		return
+	}
+	if l.mu.recordsSince < cfg.Records && (l.mu.recordsSince == 0 || time.Since(l.mu.lastCheckpoint) < cfg.Interval) {
+		return
+	}
+	l.mu.checkpointing, l.mu.checkpointAwaitsRoll = true, true
+	l.mu.recordsSince, l.mu.lastCheckpoint = 0, time.Now()
+	if l.mu.rollWanted == nil {
+		l.mu.rollWanted = errCheckpointRoll
+	}
+	l.maybeRollLocked()
+}
+
+// startCheckpointLocked runs a checkpoint of everything before firstKept,
+// the commit ledger a roll just opened, if one waited for that roll.
+func (l *leader) startCheckpointLocked(firstKept uint64) {
+	if !l.mu.checkpointAwaitsRoll {
+		return
+	}
+	l.mu.checkpointAwaitsRoll = false
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		start := time.Now()
+		p, err := l.writeCheckpoint(firstKept)
+		l.mu.Lock()
+		l.mu.checkpointing = false
+		l.mu.Unlock()
+		switch {
+		case err != nil && l.ctx.Err() == nil:
+			l.node.cfg.Logger.Warn("sequencer: checkpoint failed; the next one covers its ledgers", "epoch", l.epoch, "err", err)
+		case err == nil:
+			l.node.noteCheckpoint(p, time.Since(start))
+			l.node.cfg.Logger.Info("sequencer: checkpoint written", "epoch", l.epoch, "ledger", p.Ledger,
+				"covers", Range{p.Start, p.End}, "first_kept", firstKept, "took", time.Since(start))
+		}
+	}()
+}
+
+// writeCheckpoint does steps 2–5 for the commit ledgers before firstKept.
+func (l *leader) writeCheckpoint(firstKept uint64) (CheckpointPointer, error) {
+	ctx, cancel := context.WithTimeout(l.ctx, l.node.cfg.Checkpoint.Timeout)
+	defer cancel()
+	l.listMu.Lock()
+	prev, list := l.ckpt, l.list
+	l.listMu.Unlock()
+	replaced, err := replacedLedgers(commitLogHead{pointer: prev.pointer, list: list}, firstKept)
+	if err != nil {
+		return CheckpointPointer{}, err
+	}
+	if prev.index == nil && !prev.pointer.IsZero() {
+		if prev.index, err = readCheckpointIndex(ctx, l.ckptLedgers, prev.pointer); err != nil {
+			return CheckpointPointer{}, err
+		}
+	}
+	var entries [][]byte
+	for _, id := range replaced {
+		p, err := l.ctl.ReadClosedCommitLog(ctx, id)
+		if err != nil {
+			return CheckpointPointer{}, fmt.Errorf("commit ledger %d: %w", id, err)
+		}
+		entries = append(entries, p...)
+	}
+	b, err := buildCheckpoint(prev.state, prev.index, entries, l.node.cfg.Checkpoint.floor(), l.node.cfg.Checkpoint.ChunkSegments)
+	if err != nil {
+		return CheckpointPointer{}, err
+	}
+	next, err := l.sealCheckpoint(ctx, b, firstKept)
+	if err != nil {
+		return CheckpointPointer{}, err
+	}
+	if err := l.switchTo(ctx, prev.rev, next); err != nil {
+		return CheckpointPointer{}, err
+	}
+	l.cm.checkpointed(next.pointer.End)
+	l.tidyAfter(ctx, prev, next, firstKept)
+	return next.pointer, nil
+}
+
+// replacedLedgers are the commit ledgers a checkpoint folds: from the
+// previous checkpoint's FirstKept (the list's start without one) up to
+// firstKept.
+func replacedLedgers(head commitLogHead, firstKept uint64) ([]uint64, error) {
+	kept, err := head.kept()
+	if err != nil {
+		return nil, err
+	}
+	ids := kept.ids()
+	i := slices.Index(ids, firstKept)
+	if i < 0 {
+		return nil, fmt.Errorf("sequencer: commit ledger %d is not listed", firstKept)
+	}
+	return ids[:i], nil
+}
+
+// sealCheckpoint writes b into a new checkpoint ledger and seals it.
+func (l *leader) sealCheckpoint(ctx context.Context, b checkpointBuild, firstKept uint64) (checkpointTrack, error) {
+	cw, err := l.ckptLedgers.CreateCheckpointLog(ctx, l.epoch, l.electionKey)
+	if err != nil {
+		return checkpointTrack{}, err
+	}
+	fail := func(err error) (checkpointTrack, error) { cw.Abandon(); return checkpointTrack{}, err }
+	for _, chunk := range b.Chunks {
+		if _, err := cw.Append(EncodeCheckpointChunk(nil, chunk)); err != nil {
+			return fail(err)
+		}
+	}
+	st := b.State
+	st.Epoch = l.epoch
+	stateEntry, err := cw.Append(EncodeCheckpointState(nil, st))
+	if err != nil {
+		return fail(err)
+	}
+	ix := b.index(l.epoch, cw.ID(), 0)
+	indexEntry, err := cw.Append(EncodeCheckpointIndex(nil, ix))
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := cw.Seal(ctx); err != nil {
+		return fail(err)
+	}
+	p := CheckpointPointer{Version: 1, Ledger: cw.ID(), StateEntry: stateEntry, IndexEntry: indexEntry,
+		Start: ix.Start, End: ix.End, C: st.C, Epoch: l.epoch, FirstKept: firstKept}
+	return checkpointTrack{pointer: p, state: &st, index: &ix}, nil
+}
+
+// switchTo is step 3: the pointer's CAS. From its success on, next is the
+// checkpoint every takeover starts from.
+func (l *leader) switchTo(ctx context.Context, prevRev int64, next checkpointTrack) error {
+	l.listMu.Lock()
+	defer l.listMu.Unlock()
+	rev, err := l.store.switchCheckpoint(ctx, prevRev, next.pointer)
+	if err != nil {
+		return err
+	}
+	next.rev = rev
+	l.ckpt = next
+	return nil
+}
+
+// tidyAfter is steps 4–5; what fails is logged and left for the next
+// checkpoint (the commit ledgers) or for retention (checkpoint ledgers).
+func (l *leader) tidyAfter(ctx context.Context, prev, next checkpointTrack, firstKept uint64) {
+	l.listMu.Lock()
+	list := l.list
+	l.listMu.Unlock()
+	ids := list.ids()
+	replaced := ids[:max(0, slices.Index(ids, firstKept))]
+	for _, id := range replaced {
+		if err := l.ckptLedgers.DeleteLedger(ctx, id); err != nil {
+			l.node.cfg.Logger.Info("sequencer: could not delete a checkpointed commit ledger", "ledger", id, "err", err)
+			return // listed still, so the next checkpoint tries again
+		}
+	}
+	l.listMu.Lock()
+	truncated, rev, err := l.store.truncateCommitLedgers(ctx, l.list, l.listRev, firstKept)
+	if err == nil {
+		l.list, l.listRev = truncated, rev
+	}
+	l.listMu.Unlock()
+	if err != nil {
+		l.node.cfg.Logger.Info("sequencer: could not truncate the commit-ledger list", "err", err)
+	}
+	for _, id := range unreferencedCheckpointLedgers(prev, next) {
+		if err := l.ckptLedgers.DeleteLedger(ctx, id); err != nil {
+			l.node.cfg.Logger.Info("sequencer: could not delete an old checkpoint ledger", "ledger", id, "err", err)
+		}
+	}
+}
+
+// unreferencedCheckpointLedgers are the checkpoint ledgers prev used (its
+// own and those its chunks lie in) that next no longer names.
+func unreferencedCheckpointLedgers(prev, next checkpointTrack) []uint64 {
+	used := map[uint64]bool{next.pointer.Ledger: true}
+	for _, c := range next.index.Chunks {
+		used[c.Ledger] = true
+	}
+	var out []uint64
+	seen := map[uint64]bool{}
+	consider := func(id uint64) {
+		if id != 0 && !used[id] && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	consider(prev.pointer.Ledger)
+	if prev.index != nil {
+		for _, c := range prev.index.Chunks {
+			consider(c.Ledger)
+		}
+	}
+	return out
+}
+
+// readCheckpointState reads the state entry a pointer names (nil for the
+// zero pointer).
+func readCheckpointState(ctx context.Context, ledgers CheckpointLedgers, p CheckpointPointer) (*CheckpointState, error) {
+	if p.IsZero() {
+		return nil, nil
+	}
+	payloads, err := ledgers.ReadEntries(ctx, p.Ledger, p.StateEntry, p.StateEntry)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %d state: %w", p.Ledger, err)
+	}
+	st, err := DecodeCheckpointState(payloads[0])
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %d state: %w", p.Ledger, err)
+	}
+	return &st, nil
+}
+
+// readCheckpointIndex reads the index entry a pointer names.
+func readCheckpointIndex(ctx context.Context, ledgers CheckpointLedgers, p CheckpointPointer) (*CheckpointIndex, error) {
+	payloads, err := ledgers.ReadEntries(ctx, p.Ledger, p.IndexEntry, p.IndexEntry)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %d index: %w", p.Ledger, err)
+	}
+	ix, err := DecodeCheckpointIndex(payloads[0])
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %d index: %w", p.Ledger, err)
+	}
+	if ix.End != p.End || ix.Start != p.Start {
+		return nil, fmt.Errorf("%w: checkpoint %d index covers %v, its pointer says %v", ErrCorruptCheckpoint,
+			p.Ledger, Range{ix.Start, ix.End}, Range{p.Start, p.End})
+	}
+	return &ix, nil
+}
