@@ -73,6 +73,11 @@ type Config struct {
 	MaxMessageBytes int
 	// MaxFrameMessages bounds the messages in one produce frame. Default 10,000.
 	MaxFrameMessages int
+	// Admit, if set, is asked before a produce frame is accepted, with its
+	// message count; an error (an *apierr.Error, say DISK_FULL) refuses
+	// the frame whole, and nothing of it is logged. Frames accepted before
+	// are logged and acknowledged as usual.
+	Admit func(messages int) error
 	// Pipeline bounds batches.
 	Pipeline pipeline.Config
 	// DedupWindow is how many (seq → offset) pairs each producer remembers.

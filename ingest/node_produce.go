@@ -32,6 +32,10 @@ func (n *Node) ProduceFromBuffer(req *orderlogpb.ProduceRequest, release func(),
 		f.refuse(err)
 		return
 	}
+	if err := n.admit(len(req.Messages)); err != nil { // before the frame reaches the pipeline
+		f.refuse(err)
+		return
+	}
 	if !n.do(func() { n.produce(f) }) {
 		f.refuse(apierr.New(apierr.Unavailable, "ingest node is shutting down"))
 	}
@@ -90,6 +94,15 @@ func (n *Node) validate(req *orderlogpb.ProduceRequest) error {
 		}
 	}
 	return nil
+}
+
+// admit asks Config.Admit whether a frame of that many messages may be
+// accepted now.
+func (n *Node) admit(messages int) error {
+	if n.cfg.Admit == nil {
+		return nil
+	}
+	return n.cfg.Admit(messages)
 }
 
 // MaxMetadataBytes bounds what one message carries besides its value (see

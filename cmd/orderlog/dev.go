@@ -28,6 +28,8 @@ func runDev(args []string) error {
 	lf.register(fs)
 	var tf timeoutFlags
 	tf.register(fs, node.Roles{})
+	var disk wal.DiskLimits
+	registerDiskFlag(fs, &disk)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,7 +40,7 @@ func runDev(args []string) error {
 	cfg := node.Config{
 		DataDir: *dataDir, GRPCAddr: *grpcAddr, HTTPAddr: *httpAddr, EtcdAddr: *etcdAddr, FsyncPolicy: *fsync,
 		Ingest: ingest.Config{AckMode: ingest.AckMode(*ackMode), MaxMessageBytes: *maxMessage}, Pprof: *pprof,
-		Logger: logger, SlowSync: *slowSync,
+		Logger: logger, SlowSync: *slowSync, Disk: disk,
 	}
 	cfg.HTTPLimits.MaxMessageBytes = *maxMessage
 	if err := tf.apply(&cfg); err != nil {

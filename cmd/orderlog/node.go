@@ -31,6 +31,7 @@ type nodeFlags struct {
 	pprof                                                        bool
 	log                                                          logFlags
 	timeouts                                                     timeoutFlags
+	disk                                                         wal.DiskLimits
 }
 
 const nodeUsage = `node --name NAME --data DIR [--etcd-initial-cluster n1=http://h1:2380,... | --etcd h1:2379,...] [flags]
@@ -64,6 +65,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go runtime profiles under /debug/pprof/ on the HTTP address")
 	f.log.register(fs)
 	f.timeouts.register(fs, node.Roles{})
+	registerDiskFlag(fs, &f.disk)
 }
 
 // config maps the flags onto a node configuration (node.Config.Validate
@@ -77,7 +79,7 @@ func (f *nodeFlags) config() (node.Config, error) {
 		return node.Config{}, err
 	}
 	cfg := node.Config{NodeName: f.name, DataDir: f.dataDir, GRPCAddr: f.grpcAddr, AdvertiseGRPC: f.grpcAdvertise, HTTPAddr: f.httpAddr,
-		FsyncPolicy: f.fsync, SlowSync: f.slowSync, Pprof: f.pprof, Logger: logger,
+		FsyncPolicy: f.fsync, SlowSync: f.slowSync, Pprof: f.pprof, Logger: logger, Disk: f.disk,
 		Ingest: ingest.Config{AckMode: ingest.AckMode(f.ackMode), MaxMessageBytes: f.maxMessage}}
 	cfg.HTTPLimits.MaxMessageBytes = f.maxMessage
 	if f.etcd != "" {

@@ -87,6 +87,8 @@ func runIngest(args []string) error {
 	ackMode := fs.String("ack-mode", "quorum", `"quorum" or "leader"`)
 	fsync := fs.String("fsync", wal.DefaultPolicy, `WAL fsync policy: "always,delay=<duration>", "always" or "interval=<duration>" (weaker)`)
 	fs.IntVar(&in.MaxMessageBytes, "max-message-bytes", 1<<20, "largest message value accepted")
+	var disk wal.DiskLimits
+	registerDiskFlag(fs, &disk)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,7 +97,7 @@ func runIngest(args []string) error {
 		return err
 	}
 	in.AckMode = ingest.AckMode(*ackMode)
-	cfg.Ingest, cfg.DataDir, cfg.FsyncPolicy, cfg.SlowSync = in, *dataDir, *fsync, *slowSync
+	cfg.Ingest, cfg.DataDir, cfg.FsyncPolicy, cfg.SlowSync, cfg.Disk = in, *dataDir, *fsync, *slowSync, disk
 	cfg.HTTPLimits.MaxMessageBytes = in.MaxMessageBytes
 	if err := rf.timeouts.apply(&cfg); err != nil {
 		return err

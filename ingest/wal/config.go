@@ -98,7 +98,7 @@ func (c *Config) Validate() error {
 		c.SlowSync = DefaultSlowSync
 	}
 	c.Events.EnsureDefaults()
-	return c.Disk.validate()
+	return c.Disk.Validate()
 }
 
 // Policy is a parsed fsync policy.

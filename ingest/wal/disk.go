@@ -54,7 +54,8 @@ type DiskLimits struct {
 	Stat func(dir string) (fileutil.DiskUsage, error)
 }
 
-func (d *DiskLimits) validate() error {
+// Validate fills defaults and rejects marks out of order.
+func (d *DiskLimits) Validate() error {
 	if d.HighWater == 0 {
 		d.HighWater = DefaultDiskHighWater
 	}

@@ -51,7 +51,7 @@ func (d *fakeDisk) stat(string) (fileutil.DiskUsage, error) {
 // from the hard mark, both until the disk falls below the low-water mark.
 func TestDiskMarksHysteresis(t *testing.T) {
 	limits := DiskLimits{}
-	if err := limits.validate(); err != nil {
+	if err := limits.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if limits.HighWater != 0.90 || limits.LowWater != 0.85 || limits.HardWater != 0.95 {
@@ -97,7 +97,7 @@ func TestDiskLimitsValidate(t *testing.T) {
 		"hard_below_high":     {DiskLimits{HighWater: 0.8, HardWater: 0.7}, false},
 		"negative_period":     {DiskLimits{SampleEvery: -time.Second}, false},
 	} {
-		err := c.limits.validate()
+		err := c.limits.Validate()
 		if (err == nil) != c.ok {
 			t.Errorf("%s: validate %+v: %v", name, c.limits, err)
 		}

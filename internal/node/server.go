@@ -106,6 +106,10 @@ type Config struct {
 	// StoreLeaseTTL is the TTL of the etcd lease the WAL store's
 	// registration is bound to, in whole seconds; default Ingest.LeaseTTL.
 	StoreLeaseTTL time.Duration
+	// Disk sets the WAL disk's marks (zero: high-water 90 %, low-water
+	// 85 %, hard 95 %): from the high-water mark the ingest node refuses
+	// new messages with DISK_FULL (disk.go).
+	Disk wal.DiskLimits
 }
 
 // Replication is W, A and the store failures tolerated.
@@ -149,6 +153,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Roles.Ingest {
+		if err := c.Disk.Validate(); err != nil {
+			return err
+		}
 		if err := c.Ingest.Validate(); err != nil {
 			return err
 		}
@@ -173,6 +180,7 @@ type Server struct {
 	etcd         *etcdserver.Server
 	cli          *clientv3.Client
 	store        *wal.Store
+	disk         *diskAdmission
 	storeService *wal.Service
 	grpc         *grpc.Server
 	grpcLis      net.Listener
@@ -286,7 +294,7 @@ func (s *Server) openStore(ctx context.Context) error {
 		return err
 	}
 	walCfg := wal.Config{Dir: filepath.Join(s.cfg.DataDir, "wal"), SyncInterval: policy.SyncInterval, SyncDelay: policy.SyncDelay,
-		SlowSync: s.cfg.SlowSync, Events: s.events}
+		SlowSync: s.cfg.SlowSync, Events: s.events, Disk: s.cfg.Disk}
 	if s.store, err = wal.Open(walCfg); err != nil {
 		return fmt.Errorf("open WAL store: %w", err)
 	}
@@ -318,6 +326,8 @@ func (s *Server) startRoles(ctx context.Context) error {
 	}
 	if s.cfg.Roles.Ingest {
 		s.cfg.Ingest.LocalStore = s.store.StoreID()
+		s.disk = newDiskAdmission(s.store)
+		s.cfg.Ingest.Admit = s.disk.admit
 		s.cfg.Ingest.Address = s.AdvertisedGRPCAddr()
 		chooser := func(ctx context.Context, w int) ([]ledger.Member, error) {
 			return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
@@ -412,7 +422,10 @@ func (s *Server) metricsRegistry() *prometheus.Registry {
 	}
 	registry.MustRegister(newStatusCollector(s))
 	if s.store != nil {
-		registry.MustRegister(newStoreCollector(s.store))
+		registry.MustRegister(newStoreCollector(s.store), newDiskCollector(s.store))
+	}
+	if s.disk != nil {
+		registry.MustRegister(s.disk.refused)
 	}
 	return registry
 }

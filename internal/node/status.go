@@ -31,6 +31,7 @@ func (s *Server) status(ctx context.Context) (*orderlogpb.StatusResponse, error)
 	if s.ingest != nil {
 		resp.Producers = uint64(s.ingest.Producers())
 		resp.StoreBytes = uint64(dirSize(filepath.Join(s.cfg.DataDir, "wal")))
+		addDiskStatus(resp, s.store)
 	}
 	return resp, nil
 }

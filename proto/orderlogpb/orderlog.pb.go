@@ -930,9 +930,19 @@ type StatusResponse struct {
 	// The gRPC addresses of the cluster's live ingest nodes (each serves the
 	// Producer, Reader and Admin services), from their etcd registrations,
 	// sorted. A client dialled with one address learns the others here.
-	Endpoints     []string `protobuf:"bytes,8,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Endpoints []string `protobuf:"bytes,8,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// The node's WAL store: the length of its journal's segment files, and
+	// the file system holding it (statfs: used and total bytes, the used
+	// fraction as df's Use%). disk_full is true from the high-water mark
+	// (--disk-high-water) until the disk falls below the low-water mark:
+	// the node then refuses new messages with DISK_FULL.
+	JournalBytes     uint64  `protobuf:"varint,9,opt,name=journal_bytes,json=journalBytes,proto3" json:"journal_bytes,omitempty"`
+	DiskUsedBytes    uint64  `protobuf:"varint,10,opt,name=disk_used_bytes,json=diskUsedBytes,proto3" json:"disk_used_bytes,omitempty"`
+	DiskTotalBytes   uint64  `protobuf:"varint,11,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
+	DiskUsedFraction float64 `protobuf:"fixed64,12,opt,name=disk_used_fraction,json=diskUsedFraction,proto3" json:"disk_used_fraction,omitempty"`
+	DiskFull         bool    `protobuf:"varint,13,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -1019,6 +1029,41 @@ func (x *StatusResponse) GetEndpoints() []string {
 		return x.Endpoints
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetJournalBytes() uint64 {
+	if x != nil {
+		return x.JournalBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetDiskUsedBytes() uint64 {
+	if x != nil {
+		return x.DiskUsedBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetDiskTotalBytes() uint64 {
+	if x != nil {
+		return x.DiskTotalBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetDiskUsedFraction() float64 {
+	if x != nil {
+		return x.DiskUsedFraction
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetDiskFull() bool {
+	if x != nil {
+		return x.DiskFull
+	}
+	return false
 }
 
 type Topic struct {
@@ -1266,7 +1311,7 @@ const file_orderlog_proto_rawDesc = "" +
 	"\vnext_offset\x18\x03 \x01(\x04R\n" +
 	"nextOffset\x12\x1c\n" +
 	"\tcommitted\x18\x04 \x01(\x04R\tcommitted\"\x0f\n" +
-	"\rStatusRequest\"\xfa\x01\n" +
+	"\rStatusRequest\"\xbc\x03\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1c\n" +
 	"\tcommitted\x18\x02 \x01(\x04R\tcommitted\x12\x1a\n" +
@@ -1276,7 +1321,13 @@ const file_orderlog_proto_rawDesc = "" +
 	"\vstore_bytes\x18\x06 \x01(\x04R\n" +
 	"storeBytes\x12\x18\n" +
 	"\aversion\x18\a \x01(\tR\aversion\x12\x1c\n" +
-	"\tendpoints\x18\b \x03(\tR\tendpoints\"\x1b\n" +
+	"\tendpoints\x18\b \x03(\tR\tendpoints\x12#\n" +
+	"\rjournal_bytes\x18\t \x01(\x04R\fjournalBytes\x12&\n" +
+	"\x0fdisk_used_bytes\x18\n" +
+	" \x01(\x04R\rdiskUsedBytes\x12(\n" +
+	"\x10disk_total_bytes\x18\v \x01(\x04R\x0ediskTotalBytes\x12,\n" +
+	"\x12disk_used_fraction\x18\f \x01(\x01R\x10diskUsedFraction\x12\x1b\n" +
+	"\tdisk_full\x18\r \x01(\bR\bdiskFull\"\x1b\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"(\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
