@@ -21,14 +21,39 @@ type Segment struct {
 // the reader then refuses to serve rather than serve either version.
 var ErrConflict = errors.New("reader: commit record contradicts the committed map")
 
+// CommitMapConfig bounds what a CommitMap keeps in memory.
+type CommitMapConfig struct {
+	// WindowSegments: once more segments than this are in memory, those
+	// the newest loaded checkpoint holds are dropped (lookups below the
+	// window load them from it). Default 262,144 (about 10 MiB).
+	WindowSegments int
+	// CachedChunks is the LRU of decoded checkpoint chunks. Default 8.
+	CachedChunks int
+}
+
+func (c *CommitMapConfig) fillDefaults() {
+	if c.WindowSegments <= 0 {
+		c.WindowSegments = 1 << 18
+	}
+	if c.CachedChunks <= 0 {
+		c.CachedChunks = 8
+	}
+}
+
 // CommitMap is the reader's copy of the commit map. Safe for concurrent use.
 //
-// Invariant: segments are sorted, do not overlap, and every offset below
-// committed is covered by exactly one of them.
+// Invariant: every offset below committed is covered by exactly one
+// segment, of base (the newest checkpoint loaded) below its end, or of
+// segments (sorted, not overlapping) above the start of those.
 type CommitMap struct {
-	mu struct {
+	cfg CommitMapConfig
+	mu  struct {
 		sync.Mutex
-		epoch int64
+		// base is the newest checkpoint loaded (nil: none); entries is
+		// what chunks and checkpoints are read with (Reader sets it).
+		base    *Checkpoint
+		entries EntrySource
+		epoch   int64
 		// synced is the epoch of the last watermark applied, 0 before the
 		// first: until a stream's watermark arrives, C is only what this
 		// process had (0 after a start), not what the leader published.
@@ -43,11 +68,28 @@ type CommitMap struct {
 	}
 }
 
-// NewCommitMap returns an empty map at C = 0.
-func NewCommitMap() *CommitMap {
-	m := &CommitMap{}
+// NewCommitMap returns an empty map at C = 0 with the default bounds.
+func NewCommitMap() *CommitMap { return NewCommitMapWith(CommitMapConfig{}) }
+
+// NewCommitMapWith returns an empty map at C = 0.
+func NewCommitMapWith(cfg CommitMapConfig) *CommitMap {
+	cfg.fillDefaults()
+	m := &CommitMap{cfg: cfg}
 	m.mu.changed = make(chan struct{})
 	return m
+}
+
+// useEntries sets where checkpoints are read from (New does).
+func (m *CommitMap) useEntries(entries EntrySource) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.mu.entries = entries
+}
+
+func (m *CommitMap) entrySource() EntrySource {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.entries
 }
 
 // Committed returns C and the epoch of the leader whose watermark set it:
@@ -75,7 +117,9 @@ func (m *CommitMap) Resolve(epoch int64, s Segment) error {
 	}
 	if s.First < m.mu.committed {
 		// Below C nothing changes: a replayed record must match exactly.
-		if existing, ok := m.lookupLocked(s.First); ok && existing == s {
+		// One below the window lies in the checkpoint, the leader's own
+		// settled map; it is not read back to compare.
+		if existing, ok := m.lookupLocked(s.First); ok && existing == s || m.belowWindowLocked(s.First) {
 			return nil
 		}
 		return fmt.Errorf("%w: [%d, %d) below C=%d", ErrConflict, s.First, s.End, m.mu.committed)
@@ -109,10 +153,86 @@ func (m *CommitMap) Advance(epoch int64, committed uint64) error {
 		return fmt.Errorf("%w: C=%d but only [0, %d) is resolved", ErrConflict, committed, covered)
 	}
 	m.mu.holes += m.holeOffsetsLocked(m.mu.committed, committed)
+	m.setCommittedLocked(committed)
+	m.trimWindowLocked()
+	return nil
+}
+
+func (m *CommitMap) setCommittedLocked(committed uint64) {
 	m.mu.committed = committed
 	close(m.mu.changed)
 	m.mu.changed = make(chan struct{})
+}
+
+// InstallCheckpoint makes cp the map's base: below its end, segments come
+// from its chunks. A map behind it moves C up to its end (C, not the
+// epoch: reads still wait for a leader's watermark); one ahead of it
+// drops the segments it holds once the window is full. An older
+// checkpoint than the base is ignored.
+func (m *CommitMap) InstallCheckpoint(cp *Checkpoint) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.base != nil && cp.End() <= m.mu.base.End() {
+		return nil
+	}
+	if cp.End() > m.mu.committed {
+		segs := m.mu.segments
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].End > cp.End() })
+		if i < len(segs) && segs[i].First < cp.End() {
+			return fmt.Errorf("%w: [%d, %d) straddles the checkpoint's end %d", ErrConflict, segs[i].First, segs[i].End, cp.End())
+		}
+		m.mu.segments = append([]Segment(nil), segs[i:]...)
+		m.mu.holes = cp.index.Holes
+		m.mu.base = cp
+		m.setCommittedLocked(cp.End())
+		return nil
+	}
+	m.mu.base = cp
+	m.trimWindowLocked()
 	return nil
+}
+
+// trimWindowLocked drops the in-memory segments the base holds once more
+// than the window are kept.
+func (m *CommitMap) trimWindowLocked() {
+	if m.mu.base == nil || len(m.mu.segments) <= m.cfg.WindowSegments {
+		return
+	}
+	end := min(m.mu.base.End(), m.mu.committed)
+	i := sort.Search(len(m.mu.segments), func(i int) bool { return m.mu.segments[i].End > end })
+	if i > 0 {
+		m.mu.segments = append([]Segment(nil), m.mu.segments[i:]...)
+	}
+}
+
+// wantsCheckpoint says whether a newer checkpoint would shrink the
+// window: more segments than it holds are in memory.
+func (m *CommitMap) wantsCheckpoint() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.mu.segments) > m.cfg.WindowSegments
+}
+
+// belowWindowLocked says whether offset lies below the in-memory
+// segments, in the base.
+func (m *CommitMap) belowWindowLocked(offset uint64) bool {
+	b := m.mu.base
+	if b == nil || offset >= b.End() {
+		return false
+	}
+	return len(m.mu.segments) == 0 || offset < m.mu.segments[0].First
+}
+
+// Resident reports what the map holds in memory: segments in the window
+// and in the cache of checkpoint chunks.
+func (m *CommitMap) Resident() (window, cached int) {
+	m.mu.Lock()
+	window, base := len(m.mu.segments), m.mu.base
+	m.mu.Unlock()
+	if base != nil {
+		cached = base.cache.resident()
+	}
+	return window, cached
 }
 
 func (m *CommitMap) adoptEpochLocked(epoch int64) bool {
@@ -139,14 +259,14 @@ func (m *CommitMap) coveredEndLocked() uint64 {
 	return end
 }
 
-// Lookup returns the committed segment holding offset, if offset < C.
+// Lookup returns the committed segment holding offset, if offset < C;
+// below the window it reads the checkpoint chunk (see Segments).
 func (m *CommitMap) Lookup(offset uint64) (Segment, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if offset >= m.mu.committed {
+	segs, _, err := m.Segments(context.Background(), offset, offset+1, 1)
+	if err != nil || len(segs) == 0 || segs[0].First > offset {
 		return Segment{}, false
 	}
-	return m.lookupLocked(offset)
+	return segs[0], true
 }
 
 func (m *CommitMap) lookupLocked(offset uint64) (Segment, bool) {
@@ -157,19 +277,43 @@ func (m *CommitMap) lookupLocked(offset uint64) (Segment, bool) {
 	return m.mu.segments[i], true
 }
 
-// Range returns up to max of the committed segments overlapping [from, to),
-// in order, and C at the time of the call. A page takes a few at a time: a
-// read from an early offset must not copy the whole rest of the history.
+// Range is Segments without a context or an error (none for offsets in
+// the window).
 func (m *CommitMap) Range(from, to uint64, max int) ([]Segment, uint64) {
+	segs, committed, _ := m.Segments(context.Background(), from, to, max)
+	return segs, committed
+}
+
+// Segments returns up to max of the committed segments overlapping [from,
+// to), in order, and C at the time of the call. A page takes a few at a
+// time: a read from an early offset must not copy the whole rest of the
+// history. Below the in-memory window they come from the base checkpoint's
+// chunks (read outside the lock), up to its end; ErrBelowStart below its
+// start.
+func (m *CommitMap) Segments(ctx context.Context, from, to uint64, max int) ([]Segment, uint64, error) {
 	m.mu.Lock()
+	committed := m.mu.committed
+	if m.belowWindowLocked(from) && from < committed {
+		base := m.mu.base
+		m.mu.Unlock()
+		segs, err := base.Segments(ctx, from, min(to, committed, base.End()), max)
+		return segs, committed, err
+	}
 	defer m.mu.Unlock()
+	if b := m.mu.base; b != nil && from < b.Start() && from < committed {
+		return nil, committed, fmt.Errorf("%w: %d < %d", ErrBelowStart, from, b.Start())
+	}
+	return m.rangeLocked(from, to, max), committed, nil
+}
+
+func (m *CommitMap) rangeLocked(from, to uint64, max int) []Segment {
 	to = min(to, m.mu.committed)
 	i := sort.Search(len(m.mu.segments), func(i int) bool { return m.mu.segments[i].End > from })
 	var out []Segment
 	for ; i < len(m.mu.segments) && m.mu.segments[i].First < to && len(out) < max; i++ {
 		out = append(out, m.mu.segments[i])
 	}
-	return out, m.mu.committed
+	return out
 }
 
 // WaitAbove blocks until C > offset or ctx ends, and returns C.

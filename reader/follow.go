@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +48,8 @@ type FollowConfig struct {
 func Follow(ctx context.Context, cli *clientv3.Client, commits *CommitMap, cfg FollowConfig) {
 	logger := event.OrDiscard(cfg.Logger)
 	cfg.Events.EnsureDefaults()
-	f := &follower{cli: cli, commits: commits, events: cfg.Events, since: time.Now()}
+	f := &follower{cli: cli, commits: commits, events: cfg.Events, since: time.Now(), logger: logger, root: ctx}
+	defer f.refreshes.Wait()
 	epoch, committed := commits.Committed()
 	f.events.ReaderCatchingUp(event.ReaderInfo{Epoch: epoch, Committed: committed})
 	lastLogged := ""
@@ -80,6 +82,50 @@ type follower struct {
 	// when that stream ends; since is when it was last cleared.
 	inStep bool
 	since  time.Time
+	logger *slog.Logger
+	root   context.Context // Follow's
+	// refreshing is set while a newer checkpoint is loaded to shrink the
+	// window; lastRefresh is when the last load started.
+	refreshes   sync.WaitGroup
+	refreshing  atomic.Bool
+	lastRefresh time.Time
+}
+
+// checkpointRefreshEvery spaces the loads of a newer checkpoint that a
+// full window asks for.
+const checkpointRefreshEvery = 10 * time.Second
+
+// bootstrap loads the newest checkpoint into the map: the leader no
+// longer retains the records from the map's C on (OUT_OF_RANGE), and the
+// checkpoint's end is at or above the oldest it retains.
+func (f *follower) bootstrap(ctx context.Context) error {
+	entries := f.commits.entrySource()
+	if entries == nil {
+		return fmt.Errorf("%w: no entry source to read it with yet", ErrNoCheckpoint)
+	}
+	cp, err := LoadCheckpoint(ctx, f.cli, entries, f.commits.cfg.CachedChunks)
+	if err != nil {
+		return err
+	}
+	if cp == nil {
+		return ErrNoCheckpoint
+	}
+	return f.commits.InstallCheckpoint(cp)
+}
+
+// maybeRefresh loads a newer checkpoint in the background when the window
+// is full, at most every checkpointRefreshEvery.
+func (f *follower) maybeRefresh() {
+	if !f.commits.wantsCheckpoint() || time.Since(f.lastRefresh) < checkpointRefreshEvery || !f.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	f.lastRefresh = time.Now()
+	f.refreshes.Go(func() {
+		defer f.refreshing.Store(false)
+		if err := f.bootstrap(f.root); err != nil && f.root.Err() == nil {
+			f.logger.Info("reader: could not load a newer checkpoint to shrink the commit map's window", "err", err)
+		}
+	})
 }
 
 func (f *follower) followOnce(ctx context.Context) error {
@@ -112,6 +158,14 @@ func (f *follower) followOnce(ctx context.Context) error {
 		if silent.Load() {
 			return errSilentLeader
 		}
+		if status.Code(err) == codes.OutOfRange {
+			// Below the records the leader retains: start from the
+			// newest checkpoint, then subscribe from its end.
+			if berr := f.bootstrap(ctx); berr != nil {
+				return fmt.Errorf("%w (after %v)", berr, err)
+			}
+			return nil // subscribe again, from the checkpoint's end
+		}
 		if err != nil {
 			return err
 		}
@@ -119,6 +173,7 @@ func (f *follower) followOnce(ctx context.Context) error {
 		if err := applyFrame(f.commits, frame); err != nil {
 			return err
 		}
+		f.maybeRefresh()
 		if !f.inStep {
 			f.noteInStep(addr, int64(frame.Epoch))
 		}

@@ -3,6 +3,7 @@ package reader
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"orderlog/ingest/batch"
@@ -36,7 +37,10 @@ type Reader struct {
 }
 
 // New returns a Reader.
+// The commit map reads checkpoint chunks (and Follow loads checkpoints)
+// through entries too.
 func New(commits *CommitMap, entries EntrySource) *Reader {
+	commits.useEntries(entries)
 	return &Reader{commits: commits, entries: entries, PageMessages: 1000}
 }
 
@@ -76,7 +80,13 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 	page := &orderlogpb.ReadResponse{NextOffset: from, Committed: committed}
 	budget := &pageBudget{limit: limit, bytes: PageBytes}
 	for examined := 0; examined < PageSegments && !budget.full(page) && page.NextOffset < committed; {
-		segments, _ := r.commits.Range(page.NextOffset, committed, min(pageChunk, PageSegments-examined))
+		segments, _, err := r.commits.Segments(ctx, page.NextOffset, committed, min(pageChunk, PageSegments-examined))
+		switch {
+		case errors.Is(err, ErrBelowStart):
+			return nil, apierr.New(apierr.OffsetOutOfRange, "offset %d is below the log start: %v", page.NextOffset, err)
+		case err != nil:
+			return nil, apierr.New(apierr.Unavailable, "commit map below the window: %v", err)
+		}
 		if len(segments) == 0 {
 			return nil, &apierr.Error{Code: apierr.Internal, Message: fmt.Sprintf("reader: nothing decides offset %d below C=%d", page.NextOffset, committed)}
 		}

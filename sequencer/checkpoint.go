@@ -163,6 +163,9 @@ func (l *leader) writeCheckpoint(firstKept uint64) (CheckpointPointer, error) {
 		return CheckpointPointer{}, err
 	}
 	next, err := l.sealCheckpoint(ctx, b, firstKept)
+	if err == nil {
+		err = l.step("sealed")
+	}
 	if err != nil {
 		return CheckpointPointer{}, err
 	}
@@ -170,8 +173,18 @@ func (l *leader) writeCheckpoint(firstKept uint64) (CheckpointPointer, error) {
 		return CheckpointPointer{}, err
 	}
 	l.cm.checkpointed(next.pointer.End)
-	l.tidyAfter(ctx, prev, next, firstKept)
-	return next.pointer, nil
+	if err := l.step("switched"); err != nil {
+		return CheckpointPointer{}, err
+	}
+	return next.pointer, l.tidyAfter(ctx, prev, next, firstKept)
+}
+
+// step calls the test hook after a checkpoint step.
+func (l *leader) step(name string) error {
+	if l.node.checkpointStep == nil {
+		return nil
+	}
+	return l.node.checkpointStep(name)
 }
 
 // replacedLedgers are the commit ledgers a checkpoint folds: from the
@@ -205,6 +218,9 @@ func (l *leader) sealCheckpoint(ctx context.Context, b checkpointBuild, firstKep
 	st := b.State
 	st.Epoch = l.epoch
 	stateEntry, err := cw.Append(EncodeCheckpointState(nil, st))
+	if err == nil {
+		err = l.step("appended")
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -237,7 +253,8 @@ func (l *leader) switchTo(ctx context.Context, prevRev int64, next checkpointTra
 
 // tidyAfter is steps 4–5; what fails is logged and left for the next
 // checkpoint (the commit ledgers) or for retention (checkpoint ledgers).
-func (l *leader) tidyAfter(ctx context.Context, prev, next checkpointTrack, firstKept uint64) {
+// Only the test hook's error is returned.
+func (l *leader) tidyAfter(ctx context.Context, prev, next checkpointTrack, firstKept uint64) error {
 	l.listMu.Lock()
 	list := l.list
 	l.listMu.Unlock()
@@ -246,8 +263,11 @@ func (l *leader) tidyAfter(ctx context.Context, prev, next checkpointTrack, firs
 	for _, id := range replaced {
 		if err := l.ckptLedgers.DeleteLedger(ctx, id); err != nil {
 			l.node.cfg.Logger.Info("sequencer: could not delete a checkpointed commit ledger", "ledger", id, "err", err)
-			return // listed still, so the next checkpoint tries again
+			return nil // listed still, so the next checkpoint tries again
 		}
+	}
+	if err := l.step("deleted"); err != nil {
+		return err
 	}
 	l.listMu.Lock()
 	truncated, rev, err := l.store.truncateCommitLedgers(ctx, l.list, l.listRev, firstKept)
@@ -258,11 +278,15 @@ func (l *leader) tidyAfter(ctx context.Context, prev, next checkpointTrack, firs
 	if err != nil {
 		l.node.cfg.Logger.Info("sequencer: could not truncate the commit-ledger list", "err", err)
 	}
+	if err := l.step("truncated"); err != nil {
+		return err
+	}
 	for _, id := range unreferencedCheckpointLedgers(prev, next) {
 		if err := l.ckptLedgers.DeleteLedger(ctx, id); err != nil {
 			l.node.cfg.Logger.Info("sequencer: could not delete an old checkpoint ledger", "ledger", id, "err", err)
 		}
 	}
+	return nil
 }
 
 // unreferencedCheckpointLedgers are the checkpoint ledgers prev used (its

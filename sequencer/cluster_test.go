@@ -33,8 +33,12 @@ type testCluster struct {
 	// chooseCommit, if set, places each new commit ledger (else members).
 	chooseCommit func(context.Context) ([]ledger.Member, error)
 	dialer       *ledger.GRPCDialer
-	mu           sync.Mutex
-	clients      []*clientv3.Client
+	// configure, if set, changes each new node's Config; checkpointStep,
+	// if set, is each new node's checkpoint hook (Node.checkpointStep).
+	configure      func(*Config)
+	checkpointStep func(n *Node, step string) error
+	mu             sync.Mutex
+	clients        []*clientv3.Client
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -111,10 +115,17 @@ func (c *testCluster) startNodeWith(mcfg MachineConfig) *testNode {
 	cli := c.newClient()
 	terms := newTermEvents()
 	ledgers := &recordingLedgers{LedgerClient: c.ledgerControl(cli)}
-	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: ledgers,
-		Machine: mcfg, Logger: testLogger(c.t), Events: terms.listener()})
+	cfg := Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: ledgers,
+		Machine: mcfg, Logger: testLogger(c.t), Events: terms.listener()}
+	if c.configure != nil {
+		c.configure(&cfg)
+	}
+	n, err := NewNode(cfg)
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	if hook := c.checkpointStep; hook != nil {
+		n.checkpointStep = func(step string) error { return hook(n, step) }
 	}
 	srv := grpc.NewServer()
 	Register(srv, n)

@@ -18,10 +18,12 @@ var ErrBelowRetention = errors.New("sequencer: offset below the retained commit 
 // unless more than hardRetainFactor × retain records would be kept.
 type commitMap struct {
 	retain int
+	block  int // records per block: blockSize, or less for a small retain
 	mu     struct {
 		sync.Mutex
 		// blocks hold the Written and Hole records in log order, in
-		// blocks of blockSize so appending and trimming never copy them.
+		// blocks of cm.block records so appending and trimming never
+		// copy them.
 		blocks [][]EpochRecord
 		count  int
 		floor  uint64
@@ -45,7 +47,7 @@ type subscriber struct {
 // C₀, which all lie at or above checkpointEnd (the newest checkpoint's
 // end, 0 for none): below it the map starts from the checkpoint.
 func newCommitMap(retain int, replayed []EpochRecord, c0, epoch, checkpointEnd uint64) *commitMap {
-	cm := &commitMap{retain: retain}
+	cm := &commitMap{retain: retain, block: min(blockSize, max(1, retain/2))}
 	cm.mu.floor, cm.mu.checkpointEnd = checkpointEnd, checkpointEnd
 	for _, r := range replayed {
 		cm.appendLocked(r)
@@ -93,8 +95,8 @@ const blockSize = 4096
 
 func (cm *commitMap) appendLocked(r EpochRecord) {
 	n := len(cm.mu.blocks)
-	if n == 0 || len(cm.mu.blocks[n-1]) == blockSize {
-		cm.mu.blocks = append(cm.mu.blocks, make([]EpochRecord, 0, blockSize))
+	if n == 0 || len(cm.mu.blocks[n-1]) == cm.block {
+		cm.mu.blocks = append(cm.mu.blocks, make([]EpochRecord, 0, cm.block))
 		n++
 	}
 	cm.mu.blocks[n-1] = append(cm.mu.blocks[n-1], r)

@@ -111,6 +111,10 @@ type Node struct {
 	replays replayCache
 	// checkpoints is what the metrics say of checkpoints (checkpoint_metrics.go).
 	checkpoints checkpointStats
+	// checkpointStep, set by tests before Run, is called after each step
+	// of a checkpoint; an error stops the checkpoint there, as a crash
+	// would.
+	checkpointStep func(step string) error
 }
 
 // NewNode returns a node; Run makes it campaign.

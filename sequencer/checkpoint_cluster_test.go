@@ -1,0 +1,290 @@
+package sequencer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"orderlog/ingest/ledger"
+	pb "orderlog/proto/sequencerpb"
+)
+
+// checkpointEvery configures nodes to checkpoint every few records and to
+// retain few, so a short test crosses several checkpoints and trims.
+func checkpointEvery(records int) func(*Config) {
+	return func(cfg *Config) {
+		cfg.Checkpoint = CheckpointConfig{Records: records, Interval: time.Hour, ChunkSegments: 4}
+		cfg.RetainRecords = 16
+	}
+}
+
+// readCheckpointedMap is readCommitMap for a log with checkpoints: the
+// newest checkpoint's chunks, read from its ledger, then the leader's
+// stream from the checkpoint's end (again from a newer checkpoint if the
+// leader has trimmed past it).
+func readCheckpointedMap(ctx context.Context, t *testing.T, c *testCluster, atLeast uint64) (map[uint64]EpochRecord, uint64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		decided, cw, err := readCheckpointedMapOnce(ctx, c, atLeast)
+		if err == nil {
+			return decided, cw
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("commit map: %v (C=%d, want ≥ %d)", err, cw, atLeast)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func readCheckpointedMapOnce(ctx context.Context, c *testCluster, atLeast uint64) (map[uint64]EpochRecord, uint64, error) {
+	decided := map[uint64]EpochRecord{}
+	p, err := ReadCheckpoint(ctx, c.cli)
+	if err != nil {
+		return nil, 0, err
+	}
+	cw := p.End
+	if !p.IsZero() {
+		lc := c.ledgerControl(c.cli)
+		ix, err := readCheckpointIndex(ctx, lc, p)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, ref := range ix.Chunks {
+			payloads, err := lc.ReadEntries(ctx, ref.Ledger, ref.Entry, ref.Entry)
+			if err != nil {
+				return nil, 0, err
+			}
+			segs, err := DecodeCheckpointChunk(payloads[0])
+			if err != nil {
+				return nil, 0, err
+			}
+			for _, s := range segs {
+				if err := decide(decided, EpochRecord{Record: s}); err != nil {
+					return nil, 0, err
+				}
+			}
+		}
+	}
+	addr, err := LeaderAddress(ctx, c.cli)
+	if err != nil || addr == "" {
+		return nil, 0, fmt.Errorf("no leader: %v", err)
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stream, err := pb.NewSequencerClient(conn).CommitMap(ctx, &pb.CommitMapRequest{FromOffset: p.End})
+	if err != nil {
+		return nil, 0, err
+	}
+	for cw < atLeast {
+		f, err := stream.Recv()
+		if err != nil {
+			return nil, cw, err
+		}
+		for _, rp := range f.Records {
+			r := RecordFromProto(rp)
+			if r.Kind == KindWatermark {
+				cw = max(cw, r.Watermark)
+			} else if err := decide(decided, r); err != nil {
+				return nil, cw, err
+			}
+		}
+	}
+	return decided, cw, nil
+}
+
+// decide records r's offsets, refusing a second, different decision.
+func decide(decided map[uint64]EpochRecord, r EpochRecord) error {
+	for x := r.Range.First; x < r.Range.End; x++ {
+		if old, ok := decided[x]; ok && (old.Kind != r.Kind || old.Ledger != r.Ledger || old.Entry != r.Entry) {
+			return fmt.Errorf("offset %d decided %v then %v", x, old, r)
+		}
+		decided[x] = r
+	}
+	return nil
+}
+
+// sameBelow fails unless two maps decide every offset below c alike.
+func sameBelow(t *testing.T, a, b map[uint64]EpochRecord, c uint64) {
+	t.Helper()
+	for x := uint64(0); x < c; x++ {
+		if a[x].Record.Kind != b[x].Record.Kind || a[x].Ledger != b[x].Ledger || a[x].Entry != b[x].Entry {
+			t.Fatalf("offset %d decided %v, then %v", x, a[x], b[x])
+		}
+	}
+}
+
+// waitCheckpoint waits for a checkpoint of epoch (any, if 0) whose
+// replaced commit ledgers have left the list, and returns it and the list.
+func waitCheckpoint(ctx context.Context, t *testing.T, c *testCluster, epoch uint64, after uint64) (CheckpointPointer, commitLedgerList) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		h, err := readHead(ctx, c.cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := h.pointer
+		if !p.IsZero() && (epoch == 0 || p.Epoch == epoch) && p.Ledger > after &&
+			len(h.list.Ledgers) > 0 && h.list.Ledgers[0].Ledger == p.FirstKept {
+			return p, h.list
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no checkpoint of epoch %d after ledger %d with a truncated list", epoch, after)
+	return CheckpointPointer{}, commitLedgerList{}
+}
+
+func leaderOf(nodes []*testNode) *testNode {
+	return slices.MaxFunc(nodes, func(a, b *testNode) int { return cmp.Compare(a.node.Status().Epoch, b.node.Status().Epoch) })
+}
+
+// TestCheckpointTruncatesTheLogAndANewLeaderStartsFromIt: a leader
+// checkpoints the commit log, deletes the commit ledgers it replaced and
+// drops them from the list; a subscriber from offset 0 is below the
+// retained records then, and the checkpoint plus the stream from its end
+// is the whole map. A standby takes over reading only the list from the
+// checkpoint on and serves the same map.
+func TestCheckpointTruncatesTheLogAndANewLeaderStartsFromIt(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCluster(t)
+	c.configure = checkpointEvery(30)
+	nodes := []*testNode{c.startNode(), c.startNode()}
+	c.waitServing(nodes...)
+	first, _, err := (&epochStore{cli: c.cli}).commitLedgers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := c.newIngest(ctx, "ingest-a")
+	if err := in.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in.produce(ctx, 80)
+	p, list := waitCheckpoint(ctx, t, c, 0, 0)
+	if slices.Contains(list.ids(), first.ids()[0]) {
+		t.Fatalf("list %v still names the first commit ledger %d", list.ids(), first.ids()[0])
+	}
+	if _, err := ledger.Get(ctx, c.cli, first.ids()[0]); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("replaced commit ledger %d: %v, want it deleted", first.ids()[0], err)
+	}
+	if p.End == 0 || p.C < p.End {
+		t.Fatalf("checkpoint %+v covers nothing", p)
+	}
+	if err := subscribeFromZero(ctx, c); status.Code(err) != codes.OutOfRange {
+		t.Fatalf("subscription from 0 after trimming: %v, want OUT_OF_RANGE", err)
+	}
+	end := in.acked[len(in.acked)-1].Range.End
+	before, cBefore := readCheckpointedMap(ctx, t, c, end)
+	checkCommitMap(t, before, cBefore, in)
+
+	standby := nodes[0]
+	if standby.node.Status().Leader {
+		standby = nodes[1]
+	}
+	standby.ledgers.takeoverReads()
+	c.revokeLeader(ctx)
+	in.writeOrRegrant(ctx, in.grantAfterFailover(ctx, t, 3))
+	in.produce(ctx, 10)
+	h, err := readHead(ctx, c.cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reads := leaderOf(nodes).ledgers.takeoverReads(); len(reads) == 0 || slices.ContainsFunc(reads, func(id uint64) bool {
+		return id < h.pointer.FirstKept
+	}) {
+		t.Fatalf("the new leader read commit ledgers %v; the checkpoint goes on with %d", reads, h.pointer.FirstKept)
+	}
+	after, cAfter := readCheckpointedMap(ctx, t, c, in.acked[len(in.acked)-1].Range.End)
+	checkCommitMap(t, after, cAfter, in)
+	sameBelow(t, before, after, cBefore)
+}
+
+func subscribeFromZero(ctx context.Context, c *testCluster) error {
+	addr, err := LeaderAddress(ctx, c.cli)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	stream, err := pb.NewSequencerClient(conn).CommitMap(ctx, &pb.CommitMapRequest{FromOffset: 0})
+	if err != nil {
+		return err
+	}
+	_, err = stream.Recv()
+	return err
+}
+
+// TestCrashDuringACheckpointLeavesTheSameMap: the leader stops (its
+// session revoked, nothing more done) after each step of a checkpoint; a
+// standby takes over from what is left, serves the map every acknowledged
+// offset is in, and writes its own checkpoints on top.
+func TestCrashDuringACheckpointLeavesTheSameMap(t *testing.T) {
+	for _, step := range []string{"appended", "sealed", "switched", "deleted", "truncated"} {
+		t.Run(step, func(t *testing.T) {
+			ctx := context.Background()
+			c := newTestCluster(t)
+			c.configure = checkpointEvery(30)
+			var crashed atomic.Bool
+			var victim atomic.Pointer[Node]
+			c.checkpointStep = func(n *Node, s string) error {
+				// The second checkpoint crashes, so the first one's
+				// ledgers are there to be tidied again.
+				if s != step || n.CheckpointStatus().Written == 0 || victim.Load() != nil && victim.Load() != n {
+					return nil
+				}
+				victim.Store(n)
+				if crashed.Swap(true) {
+					return errors.New("crashed already")
+				}
+				c.revokeLeader(ctx)
+				return errors.New("crash at " + step)
+			}
+			nodes := []*testNode{c.startNode(), c.startNode()}
+			c.waitServing(nodes...)
+			in := c.newIngest(ctx, "ingest-a")
+			if err := in.connect(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; !crashed.Load(); i++ {
+				if i == 100 {
+					t.Fatal("no checkpoint reached the step")
+				}
+				in.produce(ctx, 5)
+			}
+			in.writeOrRegrant(ctx, in.grantAfterFailover(ctx, t, 3))
+			in.produce(ctx, 10)
+			decided, cw := readCheckpointedMap(ctx, t, c, in.acked[len(in.acked)-1].Range.End)
+			checkCommitMap(t, decided, cw, in)
+			// The successor's own checkpoint builds on what was left.
+			epoch := leaderOf(nodes).node.Status().Epoch
+			in.produce(ctx, 40)
+			p, _ := waitCheckpoint(ctx, t, c, epoch, 0)
+			again, cAgain := readCheckpointedMap(ctx, t, c, in.acked[len(in.acked)-1].Range.End)
+			checkCommitMap(t, again, cAgain, in)
+			sameBelow(t, decided, again, cw)
+			if p.End < cw {
+				t.Logf("successor's checkpoint ends at %d, below the C %d read before", p.End, cw)
+			}
+		})
+	}
+}
