@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -275,8 +276,19 @@ func TestInstallCheckpointOnARunningMap(t *testing.T) {
 	if entries.reads != 2 {
 		t.Fatalf("%d chunk reads for two chunks looked up in order", entries.reads)
 	}
+	if n := countMetrics(NewCollector(m)); n != 3 {
+		t.Fatalf("%d metrics, want 3", n)
+	}
 	got, _ := m.Range(6, 12, 10) // across the chunk boundary
 	if len(got) != 3 || got[0] != segs[3] || got[2] != segs[5] {
 		t.Fatalf("range [6,12): %v", got)
 	}
+}
+
+// countMetrics counts the metrics c collects.
+func countMetrics(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric, 64)
+	c.Collect(ch)
+	close(ch)
+	return len(ch)
 }

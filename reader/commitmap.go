@@ -223,6 +223,16 @@ func (m *CommitMap) belowWindowLocked(offset uint64) bool {
 	return len(m.mu.segments) == 0 || offset < m.mu.segments[0].First
 }
 
+// checkpointEnd is the end of the base checkpoint, 0 without one.
+func (m *CommitMap) checkpointEnd() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.base == nil {
+		return 0
+	}
+	return m.mu.base.End()
+}
+
 // Resident reports what the map holds in memory: segments in the window
 // and in the cache of checkpoint chunks.
 func (m *CommitMap) Resident() (window, cached int) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -185,6 +186,9 @@ func TestCheckpointTruncatesTheLogAndANewLeaderStartsFromIt(t *testing.T) {
 	if p.End == 0 || p.C < p.End {
 		t.Fatalf("checkpoint %+v covers nothing", p)
 	}
+	if n := countMetrics(NewCollector(leaderOf(nodes).node)); n != 6 {
+		t.Fatalf("leader exports %d checkpoint metrics, want 6", n)
+	}
 	if err := subscribeFromZero(ctx, c); status.Code(err) != codes.OutOfRange {
 		t.Fatalf("subscription from 0 after trimming: %v, want OUT_OF_RANGE", err)
 	}
@@ -287,4 +291,12 @@ func TestCrashDuringACheckpointLeavesTheSameMap(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countMetrics counts the metrics c collects.
+func countMetrics(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric, 64)
+	c.Collect(ch)
+	close(ch)
+	return len(ch)
 }
