@@ -10,19 +10,22 @@ import (
 
 // nodeMetrics are the ingest node's Prometheus metrics.
 type nodeMetrics struct {
-	loggedMessages prometheus.Counter
-	appendedBytes  prometheus.Counter
-	batchMessages  prometheus.Histogram
-	ackLatency     prometheus.Histogram
-	refusedFrames  *prometheus.CounterVec
-	ledgersOpened  prometheus.Counter
-	ledgerErrors   prometheus.Counter
-	grantRefusals  prometheus.Counter
-	grants         prometheus.Counter
-	grantLatency   prometheus.Histogram
-	appendWait     prometheus.Histogram
-	confirmLatency prometheus.Histogram
-	frameStages    *prometheus.HistogramVec
+	loggedMessages   prometheus.Counter
+	appendedBytes    prometheus.Counter
+	batchMessages    prometheus.Histogram
+	ackLatency       prometheus.Histogram
+	refusedFrames    *prometheus.CounterVec
+	ledgersOpened    prometheus.Counter
+	ledgerRolls      *prometheus.CounterVec
+	stateAdvances    prometheus.Counter
+	producersExpired prometheus.Counter
+	ledgerErrors     prometheus.Counter
+	grantRefusals    prometheus.Counter
+	grants           prometheus.Counter
+	grantLatency     prometheus.Histogram
+	appendWait       prometheus.Histogram
+	confirmLatency   prometheus.Histogram
+	frameStages      *prometheus.HistogramVec
 	// The four stages' histograms, looked up once rather than per frame.
 	intake, batch, confirm, answer prometheus.Observer
 }
@@ -40,6 +43,12 @@ func newNodeMetrics() *nodeMetrics {
 			Buckets: latencyBuckets}),
 		refusedFrames: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "orderlog_ingest_refused_frames_total", Help: "Produce frames refused, by error code."}, []string{"code"}),
 		ledgersOpened: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_ledgers_opened_total", Help: "Ledgers this node opened."}),
+		ledgerRolls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "orderlog_ingest_ledger_rolls_total",
+			Help: "Open ledgers replaced by a roll (by size or age) rather than a failure."}, []string{"reason"}),
+		stateAdvances: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_producer_state_advances_total",
+			Help: "Producer records whose state ledger a roll moved forward."}),
+		producersExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_producers_expired_total",
+			Help: "Producers dropped after being idle past --producer-expiry."}),
 		ledgerErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_ledger_errors_total", Help: "Failed ledger creations."}),
 		grantRefusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_grant_refusals_total", Help: "Grants the sequencer refused."}),
 		grants:        prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_grants_total", Help: "Grants received from the sequencer (one per batch)."}),
@@ -87,6 +96,6 @@ func (m *nodeMetrics) observeFrame(resp *orderlogpb.ProduceResponse, f *frame) {
 func (n *Node) Collectors() []prometheus.Collector {
 	m := n.metrics
 	return []prometheus.Collector{m.loggedMessages, m.appendedBytes, m.batchMessages, m.ackLatency,
-		m.refusedFrames, m.ledgersOpened, m.ledgerErrors, m.grantRefusals, m.grants, m.grantLatency,
+		m.refusedFrames, m.ledgersOpened, m.ledgerRolls, m.stateAdvances, m.producersExpired, m.ledgerErrors, m.grantRefusals, m.grants, m.grantLatency,
 		m.appendWait, m.confirmLatency, m.frameStages}
 }

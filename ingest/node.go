@@ -48,7 +48,9 @@ type Node struct {
 
 	// Owned by the loop goroutine.
 	machine     *coordinator.Machine
-	writer      *ledger.Writer // the open ledger, or nil
+	// writers are the node's open ledgers: the one the machine appends to
+	// (Machine.Ledger) and, during a roll, the next one.
+	writers     map[uint64]*openWriter
 	topicsSeen  map[string]bool
 	grantAsked  map[uint64]time.Time // batch id → when its grant was requested
 	initWaiters map[uint64]chan coordinator.InitDone
@@ -81,7 +83,8 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	machine, err := coordinator.New(coordinator.Config{DedupWindow: cfg.DedupWindow, Pipeline: cfg.Pipeline})
+	machine, err := coordinator.New(coordinator.Config{DedupWindow: cfg.DedupWindow, Pipeline: cfg.Pipeline,
+		ProducerExpiry: cfg.ProducerExpiry})
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +92,7 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 	n := &Node{
 		cfg: cfg, etcd: etcd, stores: stores, ensemble: ensemble, newGrants: grants,
 		work: make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		machine: machine, topicsSeen: make(map[string]bool), grantAsked: make(map[uint64]time.Time),
+		machine: machine, writers: make(map[uint64]*openWriter), topicsSeen: make(map[string]bool), grantAsked: make(map[uint64]time.Time),
 		initWaiters: make(map[uint64]chan coordinator.InitDone), closeReasons: make(map[uint64]string),
 		releaseWaiters: make(map[uint64]chan coordinator.ProducerReleased),
 		logger:         event.OrDiscard(cfg.Logger), events: cfg.Events, metrics: newNodeMetrics(),
@@ -144,10 +147,10 @@ func (n *Node) Close() {
 	<-n.done
 	n.wg.Wait()
 	reg := n.reg // the loop has stopped: nothing writes it any more
-	if n.writer != nil {
+	for _, id := range n.writerIDs() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if _, err := n.writer.Close(ctx); err == nil {
-			reg.grants.LedgerClosed(n.writer.ID())
+		if _, err := n.writers[id].Close(ctx); err == nil {
+			reg.grants.LedgerClosed(id)
 		}
 		cancel()
 	}
@@ -172,8 +175,10 @@ func (n *Node) loop() {
 			fn()
 		case reply := <-n.reg.grants.Replies():
 			n.onGrantReply(reply)
-		case <-health.C:
+		case now := <-health.C:
+			n.machine.Tick(now)
 			n.checkWriter()
+			n.checkRoll(now)
 		case <-ensemble.C:
 			n.checkEnsemble()
 		case <-n.stop:
@@ -238,6 +243,12 @@ func (n *Node) act(ready *coordinator.Ready) {
 	}
 	for _, done := range ready.ProducersReleased {
 		n.answerRelease(done)
+	}
+	for _, a := range ready.AdvanceStates {
+		n.async(func() { n.advanceStates(a, incarnation) })
+	}
+	for _, p := range ready.ExpireProducers {
+		n.async(func() { n.expireProducer(p, incarnation) })
 	}
 }
 

@@ -33,6 +33,9 @@ const (
 	DefaultLeaseTTL           = 5 * time.Second
 	DefaultGrantStreamSilence = 2 * time.Second
 	DefaultUnreachableAfter   = 2 * time.Second
+	DefaultRollBytes          = 1 << 30
+	DefaultRollAge            = time.Hour
+	DefaultProducerExpiry     = 7 * 24 * time.Hour
 	// minGrantStreamSilence leaves room for a few lost or late heartbeats.
 	minGrantStreamSilence = 4 * sequencer.GrantStreamHeartbeat
 )
@@ -82,6 +85,16 @@ type Config struct {
 	Pipeline pipeline.Config
 	// DedupWindow is how many (seq → offset) pairs each producer remembers.
 	DedupWindow int
+	// RollBytes and RollAge roll the open ledger once it holds that many
+	// entry bytes or is that old (DESIGN.md §6): a closed ledger can be
+	// archived and deleted, and a takeover reads from the last roll on.
+	// Defaults DefaultRollBytes, DefaultRollAge; negative: never.
+	RollBytes int64
+	RollAge   time.Duration
+	// ProducerExpiry drops a producer idle for longer, at a roll (its next
+	// frame is refused with PRODUCER_EXPIRED). Default
+	// DefaultProducerExpiry; negative: never.
+	ProducerExpiry time.Duration
 	// Logger reports failures the node retries by itself (a ledger that
 	// cannot be created); nil discards.
 	Logger *slog.Logger
@@ -135,6 +148,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxFrameMessages == 0 {
 		c.MaxFrameMessages = 10_000
+	}
+	if c.RollBytes == 0 {
+		c.RollBytes = DefaultRollBytes
+	}
+	if c.RollAge == 0 {
+		c.RollAge = DefaultRollAge
+	}
+	if c.ProducerExpiry == 0 {
+		c.ProducerExpiry = DefaultProducerExpiry
 	}
 	if c.MaxMessageBytes < 0 || c.MaxFrameMessages < 0 {
 		return errors.New("ingest: limits must not be negative")

@@ -118,7 +118,7 @@ func (n *Node) sleep(d time.Duration) bool {
 }
 
 func (n *Node) ledgerOpened(w *ledger.Writer, reason string) {
-	n.writer = w
+	n.writers[w.ID()] = &openWriter{Writer: w, opened: time.Now()}
 	n.metrics.ledgersOpened.Inc()
 	n.events.LedgerOpened(event.LedgerInfo{Ledger: w.ID(), Epoch: uint64(w.Metadata().Epoch), Writer: n.reg.incarnation, Last: -1, Reason: reason})
 	n.machine.LedgerOpened(w.ID(), w.LAC())
@@ -187,13 +187,14 @@ func (n *Node) createLedger(epoch int64, incarnation string, snapshot []producer
 // machine closes it and grants them again).
 func (n *Node) appendEntries(appends []coordinator.Append) {
 	for _, a := range appends {
-		if n.writer == nil || n.writer.ID() != a.Ledger {
+		w := n.writers[a.Ledger]
+		if w == nil {
 			continue
 		}
-		entry, err := n.appendEntry(a)
+		entry, err := n.appendEntry(w, a)
 		if err != nil {
 			n.ledgerFailed(a.Ledger, "append failed: "+err.Error())
-			n.closeWriter()
+			n.closeWriter(a.Ledger)
 			continue
 		}
 		if entry != a.Entry {
@@ -202,20 +203,22 @@ func (n *Node) appendEntries(appends []coordinator.Append) {
 	}
 }
 
-func (n *Node) appendEntry(a coordinator.Append) (int64, error) {
+func (n *Node) appendEntry(w *openWriter, a coordinator.Append) (int64, error) {
 	if a.Batch == nil {
 		payload, err := batch.EncodeSnapshot(nil, time.Now().UnixMicro(), a.Snapshot)
 		if err != nil {
 			return -1, err
 		}
-		return n.writer.Append(payload, ledger.Span{})
+		w.bytes += int64(len(payload))
+		return w.Append(payload, ledger.Span{})
 	}
 	b := a.Batch
 	payload, err := n.encodeBatch(b)
 	if err != nil {
 		panic("ingest: batch does not encode: " + err.Error()) // the pipeline built it: a bug
 	}
-	entry, err := n.writer.Append(payload, ledger.Span{First: b.First, End: b.First + uint64(len(b.Messages))})
+	w.bytes += int64(len(payload))
+	entry, err := w.Append(payload, ledger.Span{First: b.First, End: b.First + uint64(len(b.Messages))})
 	if err != nil {
 		return -1, err
 	}
@@ -234,13 +237,13 @@ func (n *Node) appendEntry(a coordinator.Append) (int64, error) {
 // later entries would have one copy fewer, and its recovery after the next
 // fault could wait for a store that no longer answers for it.
 func (n *Node) checkWriter() {
-	if n.writer == nil {
-		return
-	}
-	if err := n.writer.Err(); err != nil {
-		n.ledgerFailed(n.writer.ID(), "writer failed: "+err.Error())
-	} else if lost := n.writer.LostMember(); lost != nil {
-		n.ledgerFailed(n.writer.ID(), "lost a member: "+lost.Error())
+	for _, id := range n.writerIDs() {
+		w := n.writers[id]
+		if err := w.Err(); err != nil {
+			n.ledgerFailed(id, "writer failed: "+err.Error())
+		} else if lost := w.LostMember(); lost != nil {
+			n.ledgerFailed(id, "lost a member: "+lost.Error())
+		}
 	}
 }
 
@@ -261,7 +264,7 @@ const ensembleCheckEvery = time.Second
 // store: an idle ledger whose member was wiped, left open, stopped every
 // write for 30 s when its writer's node was killed next.
 func (n *Node) checkEnsemble() {
-	w := n.writer
+	w := n.currentWriter()
 	if w == nil || n.checkingStores {
 		return
 	}
@@ -273,7 +276,7 @@ func (n *Node) checkEnsemble() {
 		cancel()
 		n.do(func() {
 			n.checkingStores = false
-			if err != nil || n.writer != w {
+			if ow := n.writers[w.ID()]; err != nil || ow == nil || ow.Writer != w {
 				return
 			}
 			if why := ledger.Weakness(meta, live); why != "" {
@@ -293,7 +296,7 @@ func (n *Node) ledgerFailed(id uint64, reason string) {
 // noteCloseReason keeps the first reason the open ledger is given up for
 // (a ledger that is not open is closed already, or being closed).
 func (n *Node) noteCloseReason(id uint64, reason string) {
-	if _, ok := n.closeReasons[id]; !ok && n.writer != nil && n.writer.ID() == id {
+	if _, ok := n.closeReasons[id]; !ok && n.writers[id] != nil {
 		n.closeReasons[id] = reason
 	}
 }
@@ -302,21 +305,18 @@ func (n *Node) noteCloseReason(id uint64, reason string) {
 // (DESIGN.md §3 step 6): the writer freezes its LAC before the close.
 func (n *Node) closeLedgers(ids []uint64) {
 	for _, id := range ids {
-		if n.writer != nil && n.writer.ID() == id {
-			n.closeWriter()
-		}
+		n.closeWriter(id)
 	}
 }
 
-// closeWriter closes the open writer in the background, retrying until it
-// is closed, and reports its last entry to the machine.
-func (n *Node) closeWriter() {
-	w := n.writer
+// closeWriter closes ledger id's writer, if open, in the background,
+// retrying until it is closed, and reports its last entry to the machine.
+func (n *Node) closeWriter(id uint64) {
+	w := n.writers[id]
 	if w == nil {
 		return
 	}
-	n.writer = nil
-	id := w.ID()
+	delete(n.writers, id)
 	reason := n.closeReasons[id]
 	delete(n.closeReasons, id)
 	incarnation := n.reg.incarnation

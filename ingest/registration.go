@@ -88,10 +88,10 @@ func (n *Node) leaseLost(incarnation string, lease clientv3.LeaseID) {
 		return // an incarnation already given up
 	}
 	defer n.events.LeaseLost(event.LeaseInfo{Holder: "ingest " + incarnation, LeaseID: int64(lease)})
-	if n.writer != nil {
-		n.noteCloseReason(n.writer.ID(), "etcd lease lost")
+	for _, id := range n.writerIDs() {
+		n.noteCloseReason(id, "etcd lease lost")
+		n.closeWriter(id) // as the old incarnation: the machine forgets the ledger
 	}
-	n.closeWriter() // as the old incarnation: the machine forgets the ledger
 	n.machine.OwnershipLost(apierr.New(apierr.Unavailable,
 		"ingest node %s lost its etcd lease; its producers move: retry", incarnation))
 	old := n.reg

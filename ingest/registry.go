@@ -28,6 +28,10 @@ type producerRecord struct {
 	// snapshot; its state is rebuilt from there and the same writer's later
 	// ledgers. 0: the producer has no history yet.
 	StateLedger uint64 `json:"state_ledger,omitempty"`
+	// Expired: the owner dropped the producer's state after it was idle
+	// past the expiry (producer_state.go). A takeover refuses it with
+	// PRODUCER_EXPIRED; the next InitProducer starts it over at seq 0.
+	Expired bool `json:"expired,omitempty"`
 }
 
 const producerRecordVersion = 1
@@ -70,6 +74,9 @@ func tryRegisterProducer(ctx context.Context, cli *clientv3.Client, name, owner 
 	}
 	next := previous
 	next.Epoch++
+	if next.Expired { // its state is gone: it starts over
+		next.Expired, next.StateLedger = false, 0
+	}
 	err = casProducer(ctx, cli, next, modRevision, owner)
 	if errors.Is(err, errNotLive) && next.Owner != owner {
 		next.Owner = owner
@@ -187,8 +194,8 @@ func takeOwnership(ctx context.Context, cli *clientv3.Client, id, epoch uint64, 
 			return producerRecord{}, "", err
 		}
 		previousOwner = rec.Owner
-		if rec.Epoch != epoch || rec.Owner == owner {
-			return rec, previousOwner, nil // the caller compares the epoch
+		if rec.Epoch != epoch || rec.Owner == owner || rec.Expired {
+			return rec, previousOwner, nil // the caller compares the epoch and expiry
 		}
 		rec.Owner = owner
 		rec.Gen++

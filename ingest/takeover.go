@@ -87,8 +87,12 @@ func (n *Node) takeoverOnce(t coordinator.Takeover, incarnation string, start ti
 	rec, previousOwner, err := takeOwnership(ctx, n.etcd, t.Producer, t.Epoch, incarnation)
 	took = err == nil
 	result.Current, result.OwnerGen = rec.Epoch, rec.Gen
-	if err == nil && rec.Epoch != t.Epoch {
+	switch {
+	case err != nil:
+	case rec.Epoch != t.Epoch:
 		err = finalTakeoverError{coordinator.StaleEpochError(t.Producer, t.Epoch, rec.Epoch)}
+	case rec.Expired:
+		err = finalTakeoverError{coordinator.ExpiredError(t.Producer)}
 	}
 	var released *producer.State
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -26,13 +27,16 @@ import (
 //	produce key=KEY [frame=NAME]                                an Idempotency-Key frame
 //	produce count=N [frame=NAME]                                at least once
 //	init producer=ID epoch=E token=T                            InitProducer after its etcd write
-//	takeover-done producer=ID epoch=E [current=E] [next=S window=[a,b)] [err=CODE]
+//	takeover-done producer=ID epoch=E [current=E] [gen=G] [next=S window=[a,b)] [err=CODE]
 //	recorded producer=ID [err=CODE]                             a RecordStates write finished
 //	bucket-registered index=I producer=ID epoch=E
 //	ledger-opened ledger=ID [lac=N] | ledger-open-failed
 //	granted batch=B first=O | refused batch=B ledger=ID
 //	confirmed ledger=ID lac=N | locally-durable ledger=ID entry=N
 //	ledger-failed ledger=ID | ledger-closed ledger=ID last=N
+//	roll [reason=TEXT]                                          the owner asks for a roll
+//	tick at=SECONDS                                             the machine's time
+//	expired producer=ID [err=CODE]                              an ExpireProducers write finished
 //
 // and `ready` (print and forget the Ready) and `status`.
 func TestInteraction(t *testing.T) {
@@ -84,11 +88,13 @@ func (e *interactionEnv) inputs() map[string]func(*scripttest.Args, *strings.Bui
 		"bucket-registered": e.bucketRegistered, "ledger-opened": e.ledgerOpened, "ledger-open-failed": e.ledgerOpenFailed,
 		"granted": e.granted, "refused": e.refused, "confirmed": e.confirmed, "locally-durable": e.locallyDurable,
 		"ledger-failed": e.ledgerFailed, "ledger-closed": e.ledgerClosed, "ready": e.ready, "status": e.status,
+		"roll": e.roll, "tick": e.tick, "expired": e.expired,
 	}
 }
 
 func (e *interactionEnv) newMachine(a *scripttest.Args) error {
-	cfg := Config{DedupWindow: int(a.Uint("window", 8)), Pipeline: pipeline.Config{MaxBatchMessages: int(a.Uint("batch-messages", 100))}}
+	cfg := Config{DedupWindow: int(a.Uint("window", 8)), Pipeline: pipeline.Config{MaxBatchMessages: int(a.Uint("batch-messages", 100))},
+		ProducerExpiry: time.Duration(a.Uint("expiry", 0)) * time.Second}
 	if err := a.Done(); err != nil {
 		return err
 	}
@@ -128,6 +134,7 @@ func (e *interactionEnv) takeoverDone(a *scripttest.Args, _ *strings.Builder) er
 	r := TakeoverResult{Producer: a.MustUint("producer"), Epoch: a.MustUint("epoch")}
 	r.Session = e.session(r.Producer)
 	r.Current = a.Uint("current", r.Epoch)
+	r.OwnerGen = a.Uint("gen", 1)
 	r.State = producer.State{ID: r.Producer, Epoch: r.Current, DurableNext: a.Uint("next", 0)}
 	if a.Has("window") {
 		first, end := a.Offsets("window")
@@ -240,6 +247,38 @@ func (e *interactionEnv) ledgerClosed(a *scripttest.Args, _ *strings.Builder) er
 	return nil
 }
 
+func (e *interactionEnv) roll(a *scripttest.Args, out *strings.Builder) error {
+	reason := a.Str("reason", "size")
+	if err := a.Done(); err != nil {
+		return err
+	}
+	if !e.m.Roll(reason) {
+		out.WriteString("no roll\n")
+	}
+	return nil
+}
+
+// scriptEpoch is the tick command's time zero.
+var scriptEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (e *interactionEnv) tick(a *scripttest.Args, _ *strings.Builder) error {
+	at := a.MustUint("at")
+	if err := a.Done(); err != nil {
+		return err
+	}
+	e.m.Tick(scriptEpoch.Add(time.Duration(at) * time.Second))
+	return nil
+}
+
+func (e *interactionEnv) expired(a *scripttest.Args, _ *strings.Builder) error {
+	id, err := a.MustUint("producer"), scriptError(a)
+	if doneErr := a.Done(); doneErr != nil {
+		return doneErr
+	}
+	e.m.ProducerExpired(id, e.session(id), err)
+	return nil
+}
+
 func (e *interactionEnv) status(a *scripttest.Args, out *strings.Builder) error {
 	if err := a.Done(); err != nil {
 		return err
@@ -342,6 +381,16 @@ func printReady(out *strings.Builder, rd *Ready) {
 	}
 	for _, index := range rd.RegisterBuckets {
 		fmt.Fprintf(out, "register-bucket index=%d name=%s\n", index, BucketName(index))
+	}
+	for _, adv := range rd.AdvanceStates {
+		var ids []string
+		for _, p := range adv.Producers {
+			ids = append(ids, fmt.Sprintf("p%d@gen%d", p.Producer, p.OwnerGen))
+		}
+		fmt.Fprintf(out, "advance-state ledger=L%d producers=[%s]\n", adv.Ledger, strings.Join(ids, " "))
+	}
+	for _, p := range rd.ExpireProducers {
+		fmt.Fprintf(out, "expire producer=%d gen=%d\n", p.Producer, p.OwnerGen)
 	}
 	for _, d := range rd.InitsDone {
 		if d.Err != nil {

@@ -36,6 +36,8 @@ func (m *Machine) askForLedger() {
 	}
 	reason := "the node's first ledger"
 	switch {
+	case m.pipe.Rolling():
+		reason = fmt.Sprintf("roll of L%d: %s", m.ledger.id, m.ledger.rollReason)
 	case m.refusedInARow > 0:
 		reason = fmt.Sprintf("L%d closed on a refused grant (%d in a row)", m.ledger.lastClosed, m.refusedInARow)
 	case m.ledger.lastClosed != 0:
@@ -49,8 +51,12 @@ func (m *Machine) askForLedger() {
 // waiting for a durable snapshot has it in entry 0 if it was settled when
 // the snapshot was taken; one settled since gets an entry of its own.
 func (m *Machine) LedgerOpened(id uint64, lac int64) {
-	m.ledger.id, m.ledger.nextEntry = id, 1
 	m.pipe.LedgerOpened(id)
+	if m.pipe.Next() == id { // a roll's: it takes entries at the switch
+		m.ledger.next, m.ledger.nextLAC, m.ledger.inEntry0 = id, lac, nil
+		return
+	}
+	m.ledger.id, m.ledger.nextEntry = id, 1
 	inEntry0 := m.ledger.inEntry0
 	m.ledger.inEntry0 = nil
 	for _, pid := range sortedIDs(m.producers, func(s *session) bool { return s.settled && s.snapshotEntry == snapshotInNextLedger }) {
@@ -74,11 +80,16 @@ func (m *Machine) LedgerOpenFailed() {
 
 // Confirmed: every entry ≤ lac of ledger is confirmed at the ack quorum.
 func (m *Machine) Confirmed(ledger uint64, lac int64) {
+	if ledger != 0 && m.ledger.next == ledger {
+		m.ledger.nextLAC = lac
+		return
+	}
 	if m.ledger.id != ledger {
 		return // a failing ledger: LedgerClosed decides its entries
 	}
 	m.pipe.Confirmed(ledger, lac)
 	m.snapshotsDurable(ledger, lac)
+	m.advanceIfDurable(ledger, lac)
 }
 
 // LocallyDurable: the writer's own store fsynced every entry ≤ entry of
@@ -95,6 +106,12 @@ func (m *Machine) LocallyDurable(ledger uint64, entry int64) {
 // last entry read back is granted again into a new ledger. Any other ledger
 // is being closed already: nothing to do.
 func (m *Machine) LedgerFailed(ledger uint64) {
+	if ledger != 0 && m.ledger.next == ledger { // the roll's: the open ledger goes on
+		m.ledger.next, m.ledger.nextLAC = 0, -1
+		m.pipe.LedgerFailing(ledger)
+		m.ready.CloseLedgers = append(m.ready.CloseLedgers, ledger)
+		return
+	}
 	if m.ledger.id == 0 || m.ledger.id != ledger {
 		return
 	}
@@ -111,11 +128,14 @@ func (m *Machine) LedgerClosed(ledger uint64, last int64) {
 	m.ledger.lastClosed = ledger
 	m.pipe.LedgerClosed(ledger, last)
 	m.snapshotsDurable(ledger, last)
-	for _, s := range m.producers {
-		if s.settled && s.snapshotLedger == ledger && s.snapshotEntry > last {
-			s.snapshotLedger, s.snapshotEntry = 0, snapshotInNextLedger
-			m.pipe.WantLedger()
-		}
+	m.advanceIfDurable(ledger, last)
+	if m.ledger.advance != nil && m.ledger.advance.ledger == ledger {
+		m.ledger.advance = nil // closed without its snapshot
+	}
+	for _, id := range sortedIDs(m.producers, func(s *session) bool {
+		return s.settled && s.snapshotLedger == ledger && s.snapshotEntry > last
+	}) {
+		m.writeSnapshot(id, m.producers[id]) // in the open ledger, or entry 0 of the next
 	}
 }
 

@@ -15,6 +15,9 @@ type Config struct {
 	DedupWindow int
 	// Pipeline bounds batches.
 	Pipeline pipeline.Config
+	// ProducerExpiry: a ready producer idle for longer is dropped at the
+	// next roll (its record marked expired); 0 never expires one.
+	ProducerExpiry time.Duration
 }
 
 // Machine is the ingest node's coordination state. Not safe for concurrent
@@ -35,7 +38,10 @@ type Machine struct {
 	// closes the ledger, and the next is opened only after a pause that
 	// grows with it (RefusalPause).
 	refusedInARow int
-	ready         Ready
+	// now is the time of the last Tick: producers' idleness is measured
+	// against it.
+	now   time.Time
+	ready Ready
 }
 
 // openLedger is the ledger appends go to.
@@ -48,6 +54,14 @@ type openLedger struct {
 	// inEntry0 are the producers whose state the pending OpenLedger's
 	// snapshot (the next ledger's entry 0) holds.
 	inEntry0 map[uint64]bool
+	// next is a roll's ledger, open and waiting for the switch (0: none);
+	// nextLAC its LAC so far (-1: none reported).
+	next    uint64
+	nextLAC int64
+	// rollReason says why the pending roll was asked, for OpenLedger.
+	rollReason string
+	// advance is the last switch's snapshot, until it is confirmed.
+	advance *pendingAdvance
 }
 
 // seqKey names one message of one producer.
@@ -67,7 +81,7 @@ func New(cfg Config) (*Machine, error) {
 	}
 	return &Machine{cfg: cfg, table: producer.NewTable(cfg.DedupWindow), pipe: pipe,
 		producers: make(map[uint64]*session), dupWaiters: make(map[seqKey][]ackTarget),
-		bucketOf: make(map[uint64]*keyBucket)}, nil
+		bucketOf: make(map[uint64]*keyBucket), ledger: openLedger{nextLAC: -1}}, nil
 }
 
 // Ready is what the owner must do next, in field order.
@@ -113,6 +127,12 @@ type Ready struct {
 	InitsDone []InitDone
 	// ProducersReleased answer ReleaseProducer calls.
 	ProducersReleased []ProducerReleased
+	// AdvanceStates: move the named producers' state ledger forward (after
+	// a roll); nothing is reported back.
+	AdvanceStates []StateAdvance
+	// ExpireProducers: mark these producer records expired in etcd, if
+	// still at the ownership generation; report ProducerExpired.
+	ExpireProducers []OwnedProducer
 }
 
 // Append is one ledger entry to write: a batch, or a snapshot of producer
@@ -156,7 +176,8 @@ func (r *Ready) Empty() bool {
 	return len(r.GrantRequests) == 0 && len(r.Appends) == 0 && len(r.Written) == 0 && len(r.Unused) == 0 &&
 		len(r.LedgersClosed) == 0 && len(r.Acked) == 0 && len(r.Logged) == 0 && len(r.Answers) == 0 &&
 		len(r.Releases) == 0 && r.OpenLedger == nil && len(r.CloseLedgers) == 0 && len(r.Takeovers) == 0 &&
-		len(r.RecordStates) == 0 && len(r.RegisterBuckets) == 0 && len(r.InitsDone) == 0 && len(r.ProducersReleased) == 0
+		len(r.RecordStates) == 0 && len(r.RegisterBuckets) == 0 && len(r.InitsDone) == 0 && len(r.ProducersReleased) == 0 &&
+		len(r.AdvanceStates) == 0 && len(r.ExpireProducers) == 0
 }
 
 // Ready drives the pipeline until it has nothing more to say and returns
@@ -181,6 +202,9 @@ func (m *Machine) Ready() Ready {
 		}
 		m.ready.Acked = append(m.ready.Acked, out.Acked...)
 		m.ready.Logged = append(m.ready.Logged, out.Logged...)
+		if out.Switched != nil {
+			m.switched(out.Switched) // after Logged: its snapshot counts them
+		}
 		if out.NeedLedger {
 			m.askForLedger() // after Logged: its snapshot must count them durable
 		}

@@ -28,6 +28,7 @@ func (m *Machine) Produce(f *Frame) {
 		return
 	}
 	s := m.session(req.ProducerId, req.Epoch)
+	s.lastActive = m.now
 	if !s.ready {
 		s.held = append(s.held, f)
 		return

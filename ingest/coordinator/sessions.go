@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"time"
+
 	"orderlog/ingest/producer"
 	"orderlog/internal/apierr"
 	"orderlog/proto/orderlogpb"
@@ -39,6 +41,11 @@ type session struct {
 	// releasing: the next owner asked for the producer (ReleaseProducer);
 	// its frames are refused until it is handed over.
 	releasing bool
+	// lastActive is the machine's time (Tick) when the session started or
+	// last had a frame; expiring: idle past the expiry, its record being
+	// marked expired (frames wait meanwhile).
+	lastActive time.Time
+	expiring   bool
 }
 
 // pendingInit is an InitProducer waiting for its producer's session to be
@@ -75,7 +82,7 @@ func (m *Machine) session(id, epoch uint64) *session {
 	s, ok := m.producers[id]
 	if !ok {
 		m.sessions++
-		s = &session{gen: m.sessions, epoch: epoch, snapshotEntry: snapshotInNextLedger}
+		s = &session{gen: m.sessions, epoch: epoch, snapshotEntry: snapshotInNextLedger, lastActive: m.now}
 		m.producers[id] = s
 		m.ready.Takeovers = append(m.ready.Takeovers, Takeover{Producer: id, Epoch: epoch, Session: s.gen})
 	}
@@ -159,7 +166,7 @@ func (m *Machine) writeSnapshot(id uint64, s *session) {
 // ledger.
 func (m *Machine) snapshotsDurable(ledger uint64, through int64) {
 	for _, id := range sortedIDs(m.producers, func(s *session) bool {
-		return s.settled && !s.ready && !s.recording && s.snapshotLedger == ledger && s.snapshotEntry >= 0 && s.snapshotEntry <= through
+		return s.settled && !s.ready && !s.recording && !s.expiring && s.snapshotLedger == ledger && s.snapshotEntry >= 0 && s.snapshotEntry <= through
 	}) {
 		m.producers[id].recording = true
 		m.ready.RecordStates = append(m.ready.RecordStates, StateRecord{Producer: id, Ledger: ledger,

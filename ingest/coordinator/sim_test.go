@@ -44,11 +44,20 @@ func (w *simWorld) actions(clients bool) []simAction {
 			continue
 		}
 		add(2, func() bool { // the writer lost its quorum, or the sequencer asks for a close
-			if n.writer == 0 {
+			id, ok := w.anyWriter(n)
+			if !ok {
 				return false
 			}
-			w.logf("%s: L%d fails", n.incarnation, n.writer)
-			n.m.LedgerFailed(n.writer)
+			w.logf("%s: L%d fails", n.incarnation, id)
+			n.m.LedgerFailed(id)
+			return true
+		})
+		add(3, func() bool { // the open ledger reached its size or age
+			if !n.m.Roll("size") {
+				return false
+			}
+			w.logf("%s: roll of L%d", n.incarnation, n.m.Ledger())
+			w.stats.rolls++
 			return true
 		})
 		if other := w.nodes[1-n.slot]; other.alive {
@@ -162,13 +171,16 @@ func TestSimulation(t *testing.T) {
 		total.leaseLosses += w.stats.leaseLosses
 		total.moves += w.stats.moves
 		total.released += w.stats.released
+		total.rolls += w.stats.rolls
+		total.advances += w.stats.advances
 	}
 	t.Logf("%d seeds: %+v", seeds, total)
 	// A schedule that never crashes or closes tests little: make sure the
 	// weights still produce every kind of trouble.
 	if total.acked < uint64(seeds)*20 || total.crashes < uint64(seeds) || total.takeovers < uint64(seeds)*5 ||
 		total.closes < uint64(seeds)*2 || total.appendFailures < uint64(seeds)/10 || total.refusals < uint64(seeds) ||
-		total.leaseLosses < uint64(seeds)/2 || total.moves < uint64(seeds) || total.released < uint64(seeds)/2 {
+		total.leaseLosses < uint64(seeds)/2 || total.moves < uint64(seeds) || total.released < uint64(seeds)/2 ||
+		total.rolls < uint64(seeds) || total.advances < uint64(seeds) {
 		t.Fatalf("weak schedules: %+v", total)
 	}
 }

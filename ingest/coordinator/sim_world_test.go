@@ -67,7 +67,7 @@ type simWorld struct {
 }
 
 type simStats struct {
-	acked, refusals, crashes, takeovers, closes, appendFailures, leaseLosses, moves, released uint64
+	acked, refusals, crashes, takeovers, closes, appendFailures, leaseLosses, moves, released, rolls, advances uint64
 }
 
 // simRelease is a takeover waiting for the previous owner to release the
@@ -136,7 +136,7 @@ type simNode struct {
 	generation  int
 	m           *Machine
 	alive       bool
-	writer      uint64   // the ledger the driver has open, 0 none
+	writers     map[uint64]bool // the ledgers the driver has open: the machine's, and a roll's next
 	inbox       []*Frame // sent by clients, not yet taken up: a stream, in order
 	grants      []pipeline.GrantRequest
 	pending     []simEvent // answers of slow operations, delivered in any order
@@ -190,7 +190,7 @@ func (w *simWorld) startNode(n *simNode) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	n.m, n.alive, n.writer, n.opening = m, true, 0, false
+	n.m, n.alive, n.writers, n.opening = m, true, make(map[uint64]bool), false
 	w.revoked[n.incarnation] = false
 	n.inbox, n.grants, n.pending = nil, nil, nil
 	n.released = make(map[*Frame]bool)
@@ -307,20 +307,52 @@ func (w *simWorld) act(n *simNode, rd *Ready) {
 	for _, done := range rd.InitsDone {
 		w.initDone(n, done)
 	}
+	for _, a := range rd.AdvanceStates {
+		inc := n.incarnation
+		w.later(n, fmt.Sprintf("advance %d producers to L%d", len(a.Producers), a.Ledger), func(bool) {
+			w.advanceStates(inc, a)
+		})
+	}
+}
+
+// anyWriter is one of the node's open ledgers, at random.
+func (w *simWorld) anyWriter(n *simNode) (uint64, bool) {
+	ids := sortedIDs(n.writers, func(bool) bool { return true })
+	if len(ids) == 0 {
+		return 0, false
+	}
+	return ids[w.rng.IntN(len(ids))], true
+}
+
+// advanceStates moves the named producers' state ledger, each one whose
+// record is still the session's, as the batched compare-and-swap does; a
+// failed etcd write leaves them all where they were.
+func (w *simWorld) advanceStates(incarnation string, a StateAdvance) {
+	if w.revoked[incarnation] || w.rng.IntN(10) == 0 {
+		w.logf("etcd fails to move state ledgers to L%d", a.Ledger)
+		return
+	}
+	for _, p := range a.Producers {
+		w.check.snapshotDurable(StateRecord{Producer: p.Producer, Ledger: a.Ledger})
+		if rec := w.etcd.producers[p.Producer]; rec.owner == incarnation && rec.gen == p.OwnerGen {
+			rec.stateLedger = a.Ledger
+			w.stats.advances++
+		}
+	}
 }
 
 // appendEntries writes entries to the node's open ledger; an append may
 // fail, which fails the ledger as a real writer would.
 func (w *simWorld) appendEntries(n *simNode, appends []Append) {
 	for _, a := range appends {
-		if n.writer != a.Ledger {
+		if !n.writers[a.Ledger] {
 			continue
 		}
 		l := w.ledger.all[a.Ledger]
 		if l.closed || w.rng.IntN(100) == 0 {
 			w.logf("%s: append to L%d fails", n.incarnation, a.Ledger)
 			w.stats.appendFailures++
-			n.writer = 0 // a failed writer takes no more appends
+			delete(n.writers, a.Ledger) // a failed writer takes no more appends
 			n.m.LedgerFailed(a.Ledger)
 			continue
 		}
@@ -381,7 +413,7 @@ func (w *simWorld) openLedger(n *simNode, open *OpenLedger) {
 			w.seal(l, l.lac)
 			return
 		}
-		n.writer = l.id
+		n.writers[l.id] = true
 		w.logf("%s opens L%d (lac %d, snapshot of %d)", inc, l.id, l.lac, len(open.Snapshot))
 		n.m.LedgerOpened(l.id, l.lac)
 	})
@@ -389,9 +421,7 @@ func (w *simWorld) openLedger(n *simNode, open *OpenLedger) {
 
 // closeLedger closes the node's ledger later, at its LAC then.
 func (w *simWorld) closeLedger(n *simNode, id uint64) {
-	if n.writer == id {
-		n.writer = 0
-	}
+	delete(n.writers, id)
 	w.later(n, fmt.Sprintf("close L%d", id), func(current bool) {
 		l := w.ledger.all[id]
 		if !l.closed {
@@ -427,8 +457,13 @@ func (w *simWorld) recover(l *simLedger) {
 
 // confirm advances an open ledger's LAC of a live writer.
 func (w *simWorld) confirm(n *simNode) bool {
-	l := w.ledger.all[n.writer]
-	if n.writer == 0 || l.closed || l.lac+1 >= int64(len(l.entries)) {
+	var l *simLedger
+	for _, id := range sortedIDs(n.writers, func(bool) bool { return true }) {
+		if c := w.ledger.all[id]; !c.closed && c.lac+1 < int64(len(c.entries)) && (l == nil || w.rng.IntN(2) == 0) {
+			l = c
+		}
+	}
+	if l == nil {
 		return false
 	}
 	l.lac += 1 + int64(w.rng.IntN(len(l.entries)-int(l.lac)-1))
@@ -699,9 +734,11 @@ func (w *simWorld) rebuild(id, stateLedger uint64) producer.State {
 // checkWriter tells a node its open ledger was closed under it (a
 // recovery fenced it), as the writer's health check does.
 func (w *simWorld) checkWriter(n *simNode) bool {
-	if l := w.ledger.all[n.writer]; n.writer != 0 && l.closed {
-		n.m.LedgerFailed(n.writer)
-		return true
+	for _, id := range sortedIDs(n.writers, func(bool) bool { return true }) {
+		if w.ledger.all[id].closed {
+			n.m.LedgerFailed(id)
+			return true
+		}
 	}
 	return false
 }
@@ -729,8 +766,8 @@ func (w *simWorld) fenceOwner(previous, self string) {
 // leaseLost is the driver's answer to a lost lease: close the open ledger
 // as the old incarnation, give everything up, and register anew.
 func (w *simWorld) leaseLost(n *simNode) {
-	if n.writer != 0 {
-		w.closeLedger(n, n.writer)
+	for _, id := range sortedIDs(n.writers, func(bool) bool { return true }) {
+		w.closeLedger(n, id)
 	}
 	n.m.OwnershipLost(apierr.New(apierr.Unavailable, "lease lost"))
 	n.generation++

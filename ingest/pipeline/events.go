@@ -4,11 +4,16 @@ import "fmt"
 
 // LedgerOpened: the ledger asked for by NeedLedger is open for writing.
 func (p *Pipeline) LedgerOpened(ledger uint64) {
+	if p.rolling {
+		p.rollOpened(ledger)
+		return
+	}
 	p.ledger, p.state, p.wantLedger = ledger, ledgerOpen, false
 }
 
 // LedgerOpenFailed: opening a ledger failed; NeedLedger is asked again.
 func (p *Pipeline) LedgerOpenFailed() {
+	p.rolling = false // an open ledger goes on; a roll may be asked again
 	if p.state == ledgerOpening {
 		p.state = noLedger
 	}
@@ -87,6 +92,10 @@ func (p *Pipeline) LocallyDurable(ledger uint64, entry int64) {
 // grant refused, grant session lost). The caller closes it and reports
 // LedgerClosed; until then nothing is sealed or appended.
 func (p *Pipeline) LedgerFailing(ledger uint64) {
+	if ledger == p.next {
+		p.next = 0 // no batch went to it: the current ledger goes on
+		return
+	}
 	if p.ledger == ledger && (p.state == ledgerOpen || p.state == ledgerOpening) {
 		p.state = ledgerFailing
 		p.ready.Appends = nil // not yet sent: they are re-granted after the close
@@ -121,6 +130,10 @@ func (p *Pipeline) LedgerClosed(ledger uint64, last int64) {
 	p.waiting = append(requeue, p.waiting...)
 	if p.ledger == ledger {
 		p.ledger, p.state = 0, noLedger
+		p.switchAfterClose(ledger)
+		if p.rolling { // the roll's ledger, once open, replaces it
+			p.state = ledgerOpening
+		}
 	}
 }
 
@@ -189,5 +202,6 @@ func (p *Pipeline) Abandon() []Message {
 	p.inFlight, p.waiting = nil, nil
 	p.ready.Appends = nil // not yet handed out: never sent
 	p.ledger, p.state, p.wantLedger = 0, noLedger, false
+	p.rolling, p.next = false, 0
 	return back
 }

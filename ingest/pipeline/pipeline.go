@@ -78,11 +78,15 @@ type Ready struct {
 	// are logged in the Ready that asks for its successor), or a rebuild
 	// from it forgets acknowledged seqs and logs them again.
 	NeedLedger bool
+	// Switched: a roll's next ledger takes the batches from now on (see
+	// roll.go). It comes after Logged: the old ledger's last batches are
+	// logged in it or before.
+	Switched *Switch
 }
 
 // Empty reports whether there is nothing to do.
 func (r Ready) Empty() bool {
-	return !r.NeedLedger && len(r.GrantRequests) == 0 && len(r.Appends) == 0 &&
+	return !r.NeedLedger && r.Switched == nil && len(r.GrantRequests) == 0 && len(r.Appends) == 0 &&
 		len(r.Written) == 0 && len(r.Unused) == 0 && len(r.Acked) == 0 && len(r.Logged) == 0
 }
 
@@ -129,7 +133,13 @@ type Pipeline struct {
 	state       ledgerState
 	nextBatchID uint64
 	wantLedger  bool // a ledger is needed even without messages
-	ready       Ready
+	// rolling: a roll asked for the next ledger (NeedLedger) and it is not
+	// open yet; next: the roll's ledger, open, taking no batch until the
+	// current one drains (roll.go).
+	rolling  bool
+	rollFrom uint64 // the ledger open when the roll was asked
+	next     uint64
+	ready    Ready
 }
 
 // WantLedger asks for a ledger even if no message waits (the owner needs
@@ -181,6 +191,7 @@ func (p *Pipeline) Ledger() uint64 {
 
 // Ready seals what it can and returns (and forgets) the pending outputs.
 func (p *Pipeline) Ready() Ready {
+	p.switchIfDrained()
 	p.seal()
 	if p.state == noLedger && (len(p.waiting) > 0 || len(p.inFlight) > 0 || p.wantLedger) {
 		p.state = ledgerOpening // wantLedger stays set until the ledger is open
@@ -192,7 +203,7 @@ func (p *Pipeline) Ready() Ready {
 }
 
 func (p *Pipeline) seal() {
-	for p.state == ledgerOpen && len(p.waiting) > 0 && len(p.inFlight) < p.cfg.MaxInFlight {
+	for p.state == ledgerOpen && p.next == 0 && len(p.waiting) > 0 && len(p.inFlight) < p.cfg.MaxInFlight {
 		n, size := 0, 0
 		for n < len(p.waiting) && n < p.cfg.MaxBatchMessages {
 			if n > 0 && size+p.waiting[n].Size > p.cfg.MaxBatchBytes {

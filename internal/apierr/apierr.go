@@ -44,6 +44,7 @@ const (
 	OutOfOrderSequence Code = "OUT_OF_ORDER_SEQUENCE"
 	ProducerFenced     Code = "PRODUCER_FENCED" // a newer epoch of the producer exists
 	UnknownProducer    Code = "UNKNOWN_PRODUCER"
+	ProducerExpired    Code = "PRODUCER_EXPIRED" // idle past the expiry: InitProducer again
 	UnknownTopic       Code = "UNKNOWN_TOPIC"
 	TopicExists        Code = "TOPIC_EXISTS"
 	Internal           Code = "INTERNAL"
@@ -68,6 +69,7 @@ var catalogue = map[Code]mapping{
 	OutOfOrderSequence: {ClassClient, codes.FailedPrecondition, http.StatusConflict},
 	ProducerFenced:     {ClassClient, codes.FailedPrecondition, http.StatusConflict},
 	UnknownProducer:    {ClassClient, codes.NotFound, http.StatusNotFound},
+	ProducerExpired:    {ClassClient, codes.FailedPrecondition, http.StatusGone},
 	UnknownTopic:       {ClassClient, codes.NotFound, http.StatusNotFound},
 	TopicExists:        {ClassClient, codes.AlreadyExists, http.StatusConflict},
 	Internal:           {ClassServer, codes.Internal, http.StatusInternalServerError},
