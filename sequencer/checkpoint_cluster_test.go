@@ -200,18 +200,16 @@ func TestCheckpointTruncatesTheLogAndANewLeaderStartsFromIt(t *testing.T) {
 	if standby.node.Status().Leader {
 		standby = nodes[1]
 	}
+	// The standby folds the checkpoint and the closed ledgers after it
+	// while it waits, so its takeover reads only the last one.
+	waitCheckpointIdle(t, leaderOf(nodes))
+	h, ids := waitWarmedHead(ctx, t, c, standby)
 	standby.ledgers.takeoverReads()
 	c.revokeLeader(ctx)
 	in.writeOrRegrant(ctx, in.grantAfterFailover(ctx, t, 3))
 	in.produce(ctx, 10)
-	h, err := readHead(ctx, c.cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if reads := leaderOf(nodes).ledgers.takeoverReads(); len(reads) == 0 || slices.ContainsFunc(reads, func(id uint64) bool {
-		return id < h.pointer.FirstKept
-	}) {
-		t.Fatalf("the new leader read commit ledgers %v; the checkpoint goes on with %d", reads, h.pointer.FirstKept)
+	if reads := standby.ledgers.takeoverReads(); !slices.Equal(reads, ids[len(ids)-1:]) {
+		t.Fatalf("the new leader read commit ledgers %v; want only the last of %v after checkpoint %d", reads, ids, h.pointer.Ledger)
 	}
 	after, cAfter := readCheckpointedMap(ctx, t, c, in.acked[len(in.acked)-1].Range.End)
 	checkCommitMap(t, after, cAfter, in)
@@ -299,4 +297,54 @@ func countMetrics(c prometheus.Collector) int {
 	c.Collect(ch)
 	close(ch)
 	return len(ch)
+}
+
+// waitWarmedHead waits until n's replay cache covers the newest
+// checkpoint and the closed commit ledgers after it (a checkpoint still
+// in progress may move them meanwhile), and returns the head and the kept
+// ledgers.
+func waitWarmedHead(ctx context.Context, t *testing.T, c *testCluster, n *testNode) (commitLogHead, []uint64) {
+	t.Helper()
+	deadline := time.Now().Add(4 * warmEvery)
+	for {
+		h, err := readHead(ctx, c.cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept, err := h.kept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := kept.ids()
+		if len(ids) == 1 || n.node.replays.coversFrom(h.pointer.Ledger, ids[:len(ids)-1]) {
+			return h, ids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standby %s never replayed checkpoint %d and the closed commit ledgers of %v", n.addr, h.pointer.Ledger, ids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitCheckpointIdle waits until n's leader has no checkpoint in progress
+// (none starts while nothing is produced).
+func waitCheckpointIdle(t *testing.T, n *testNode) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l := n.node.leader()
+		if l == nil {
+			return
+		}
+		l.mu.Lock()
+		busy := l.mu.checkpointing
+		l.mu.Unlock()
+		if !busy {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leader's checkpoint never ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
