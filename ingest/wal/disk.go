@@ -151,7 +151,10 @@ type diskWatch struct {
 	bytes  int64
 	events event.Listener
 	// written counts journal bytes since the last sample.
-	written    atomic.Int64
+	written atomic.Int64
+	// full mirrors mu.state.Full for the produce path, which asks it for
+	// every frame from many goroutines.
+	full       atomic.Bool
 	kick, stop chan struct{}
 	done       chan struct{}
 	mu         struct {
@@ -216,6 +219,7 @@ func (w *diskWatch) sample() DiskState {
 	fraction := usage.UsedFraction()
 	changed := w.mu.marks.observe(fraction)
 	w.mu.state = DiskState{Usage: usage, Fraction: fraction, Full: w.mu.marks.full, Hard: w.mu.marks.hard, Limits: w.mu.marks.limits}
+	w.full.Store(w.mu.marks.full)
 	st := w.mu.state
 	w.mu.Unlock()
 	if changed {
@@ -246,6 +250,10 @@ func (w *diskWatch) refusal() error {
 
 // Disk returns the store's disk as last sampled.
 func (s *Store) Disk() DiskState { return s.disk.state() }
+
+// DiskFull is Disk().Full, without a lock: cheap enough to ask for every
+// produce frame.
+func (s *Store) DiskFull() bool { return s.disk.full.Load() }
 
 // SampleDisk samples the store's disk now and returns it: for a caller
 // that just freed space, and for tests, which drive the marks through

@@ -150,8 +150,8 @@ func TestHardMarkRefusesNewLedgersAndRemoteAppends(t *testing.T) {
 	mustAppend(t, s, 2, 0, 1)
 
 	disk.set(0.96)
-	if st := s.SampleDisk(); !st.Full || !st.Hard {
-		t.Fatalf("disk at 96%%: %+v, want full and hard", st)
+	if st := s.SampleDisk(); !st.Full || !st.Hard || !s.DiskFull() {
+		t.Fatalf("disk at 96%%: %+v (DiskFull %v), want full and hard", st, s.DiskFull())
 	}
 	var full *DiskFullError
 	if err := s.Append(entryFor(3, 0)); !errors.As(err, &full) || !errors.Is(err, ErrDiskFull) || full.Mark != 0.95 {
@@ -182,8 +182,8 @@ func TestHardMarkRefusesNewLedgersAndRemoteAppends(t *testing.T) {
 		t.Fatalf("disk at 88%% after 96%%: %+v, want still full (hysteresis)", st)
 	}
 	disk.set(0.80)
-	if st := s.SampleDisk(); st.Full || st.Hard {
-		t.Fatalf("disk at 80%%: %+v, want room", st)
+	if st := s.SampleDisk(); st.Full || st.Hard || s.DiskFull() {
+		t.Fatalf("disk at 80%%: %+v (DiskFull %v), want room", st, s.DiskFull())
 	}
 	mustAppend(t, s, 3, 0, 2)
 	if r := addRemote(t, remote, inc, 1, 5, false); r.Code != walpb.AddCode_ADD_OK {

@@ -30,10 +30,10 @@ func newDiskAdmission(store *wal.Store) *diskAdmission {
 
 // admit is ingest.Config.Admit.
 func (d *diskAdmission) admit(messages int) error {
-	st := d.store.Disk()
-	if !st.Full {
+	if !d.store.DiskFull() {
 		return nil
 	}
+	st := d.store.Disk()
 	d.refused.WithLabelValues("disk_full").Add(float64(messages))
 	return apierr.New(apierr.DiskFull, "this node's WAL disk is %.1f%% used (high-water mark %.1f%%; writes resume below %.1f%%): nothing was logged, retry later or on another node",
 		100*st.Fraction, 100*st.Limits.HighWater, 100*st.Limits.LowWater)
