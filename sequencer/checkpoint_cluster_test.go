@@ -348,3 +348,51 @@ func waitCheckpointIdle(t *testing.T, n *testNode) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestTakeoverReadsDoNotGrowWithHistory: with checkpoints, what a cold
+// takeover (no warm standby cache: the standby starts after the history)
+// reads is the checkpoint's state and the commit ledgers after it, for a
+// history of 100 batches as for one of 1,000.
+func TestTakeoverReadsDoNotGrowWithHistory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 1,100 batches")
+	}
+	var reads []int
+	for i, batches := range []int{100, 1000, 1000} {
+		ctx := context.Background()
+		c := newTestCluster(t)
+		c.configure = checkpointEvery(40)
+		if i == 2 { // the same without checkpoints, for comparison
+			c.configure = func(cfg *Config) { cfg.Checkpoint.Records = -1 }
+		}
+		leader := c.startNode()
+		c.waitServing(leader)
+		in := c.newIngest(ctx, "ingest-a")
+		if err := in.connect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		in.produce(ctx, batches)
+		waitCheckpointIdle(t, leader)
+		standby := c.startNode()
+		c.revokeLeader(ctx)
+		in.writeOrRegrant(ctx, in.grantAfterFailover(ctx, t, 3))
+		elected := standby.terms.waitElected(t, 0)
+		entries := standby.ledgers.takeoverEntries()
+		t.Logf("history of %d batches, checkpoints every %d records: the takeover read %d commit entries, took %v",
+			batches, c.configureRecords(), entries, elected.Took)
+		reads = append(reads, entries)
+		decided, cw := readCheckpointedMap(ctx, t, c, in.acked[len(in.acked)-1].Range.End)
+		checkCommitMap(t, decided, cw, in)
+	}
+	// A checkpoint every 40 records, two records per batch or so: at
+	// most ~40 entries since the last, whatever came before.
+	if reads[1] > 60 || reads[0] > 60 || reads[2] < 500 {
+		t.Fatalf("takeovers read %v commit entries after 100 and 1,000 batches, and 1,000 without checkpoints", reads)
+	}
+}
+
+func (c *testCluster) configureRecords() int {
+	var cfg Config
+	c.configure(&cfg)
+	return cfg.Checkpoint.Records
+}

@@ -507,13 +507,28 @@ type recordingLedgers struct {
 	*LedgerClient
 	mu    sync.Mutex
 	reads []uint64
+	// entries counts the entries those reads returned.
+	entries int
 }
 
 func (r *recordingLedgers) ReadCommitLog(ctx context.Context, id uint64) ([][]byte, error) {
 	r.mu.Lock()
 	r.reads = append(r.reads, id)
 	r.mu.Unlock()
-	return r.LedgerClient.ReadCommitLog(ctx, id)
+	p, err := r.LedgerClient.ReadCommitLog(ctx, id)
+	r.mu.Lock()
+	r.entries += len(p)
+	r.mu.Unlock()
+	return p, err
+}
+
+// takeoverEntries returns and forgets the entries read so far.
+func (r *recordingLedgers) takeoverEntries() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.entries
+	r.entries = 0
+	return n
 }
 
 // takeoverReads returns and forgets the commit ledgers read so far.
