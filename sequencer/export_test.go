@@ -34,11 +34,11 @@ func StartCluster(t *testing.T, configure func(*Config)) *TestCluster {
 // CheckpointEvery is checkpointEvery.
 func CheckpointEvery(records int) func(*Config) { return checkpointEvery(records) }
 
-func (tc *TestCluster) Etcd() *clientv3.Client    { return tc.c.cli }
-func (tc *TestCluster) Stores() ledger.Dialer     { return tc.c.dialer }
-func (tc *TestCluster) Produce(batches int)       { tc.in.produce(context.Background(), batches) }
-func (tc *TestCluster) RevokeLeader()             { tc.c.revokeLeader(context.Background()) }
-func (tc *TestCluster) AckedEnd() uint64          { return tc.in.acked[len(tc.in.acked)-1].Range.End }
+func (tc *TestCluster) Etcd() *clientv3.Client { return tc.c.cli }
+func (tc *TestCluster) Stores() ledger.Dialer  { return tc.c.dialer }
+func (tc *TestCluster) Produce(batches int)    { tc.in.produce(context.Background(), batches) }
+func (tc *TestCluster) RevokeLeader()          { tc.c.revokeLeader(context.Background()) }
+func (tc *TestCluster) AckedEnd() uint64       { return tc.in.acked[len(tc.in.acked)-1].Range.End }
 func (tc *TestCluster) ProduceAfterFailover(n int) {
 	tc.in.writeOrRegrant(context.Background(), tc.in.grantAfterFailover(context.Background(), tc.c.t, 2))
 	tc.in.produce(context.Background(), n)
