@@ -174,11 +174,14 @@ func (n *Node) warmOnce(ctx context.Context) error {
 
 // replayBase is where a replay of the log p points at starts.
 func (n *Node) replayBase(p CheckpointPointer) replayBase {
-	ckpt, _ := n.cfg.Ledgers.(CheckpointLedgers)
-	if p.IsZero() || ckpt == nil {
+	if p.IsZero() {
 		return replayBase{}
 	}
 	return replayBase{ledger: p.Ledger, state: func(ctx context.Context) (*CheckpointState, error) {
+		ckpt, ok := n.cfg.Ledgers.(CheckpointLedgers)
+		if !ok { // the list alone is not the log any more
+			return nil, fmt.Errorf("sequencer: checkpoint %d cannot be read: Ledgers does not implement CheckpointLedgers", p.Ledger)
+		}
 		return readCheckpointState(ctx, ckpt, p)
 	}}
 }
