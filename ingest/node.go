@@ -47,10 +47,11 @@ type Node struct {
 	wg         sync.WaitGroup // async helpers (ledger opens, closes, takeovers)
 
 	// Owned by the loop goroutine.
-	machine     *coordinator.Machine
+	machine *coordinator.Machine
 	// writers are the node's open ledgers: the one the machine appends to
 	// (Machine.Ledger) and, during a roll, the next one.
 	writers     map[uint64]*openWriter
+	roll        rollBackoff
 	topicsSeen  map[string]bool
 	grantAsked  map[uint64]time.Time // batch id → when its grant was requested
 	initWaiters map[uint64]chan coordinator.InitDone

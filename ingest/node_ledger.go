@@ -40,7 +40,9 @@ func (n *Node) openLedger(open *coordinator.OpenLedger) {
 		if err != nil {
 			n.metrics.ledgerErrors.Inc()
 			n.ledgerErrors.report(n.logger, err)
-			if n.sleep(retryPause) {
+			if open.Roll { // the open ledger goes on: try the roll again later, not at once
+				n.doFor(incarnation, func() { n.rollFailed(); n.machine.LedgerOpenFailed() })
+			} else if n.sleep(retryPause) {
 				n.doFor(incarnation, n.machine.LedgerOpenFailed)
 			}
 			return
@@ -118,6 +120,7 @@ func (n *Node) sleep(d time.Duration) bool {
 }
 
 func (n *Node) ledgerOpened(w *ledger.Writer, reason string) {
+	n.roll = rollBackoff{}
 	n.writers[w.ID()] = &openWriter{Writer: w, opened: time.Now()}
 	n.metrics.ledgersOpened.Inc()
 	n.events.LedgerOpened(event.LedgerInfo{Ledger: w.ID(), Epoch: uint64(w.Metadata().Epoch), Writer: n.reg.incarnation, Last: -1, Reason: reason})

@@ -37,7 +37,7 @@ func (n *Node) currentWriter() *ledger.Writer {
 // RollBytes or RollAge (DESIGN.md §6, "ledger rolling").
 func (n *Node) checkRoll(now time.Time) {
 	w := n.writers[n.machine.Ledger()]
-	if w == nil {
+	if w == nil || now.Before(n.roll.notBefore) {
 		return
 	}
 	reason := ""
@@ -52,4 +52,23 @@ func (n *Node) checkRoll(now time.Time) {
 	if n.machine.Roll(reason) {
 		n.metrics.ledgerRolls.WithLabelValues(reason).Inc()
 	}
+}
+
+// rollBackoff spaces the attempts of a roll whose next ledger could not be
+// created (no store will take a new ledger: a full disk, too few stores),
+// from rollRetryMin doubling to rollRetryMax: each attempt leaves a ledger
+// record behind, and the open ledger goes on meanwhile.
+type rollBackoff struct {
+	pause     time.Duration
+	notBefore time.Time
+}
+
+const (
+	rollRetryMin = time.Second
+	rollRetryMax = time.Minute
+)
+
+func (n *Node) rollFailed() {
+	n.roll.pause = min(max(2*n.roll.pause, rollRetryMin), rollRetryMax)
+	n.roll.notBefore = time.Now().Add(n.roll.pause)
 }

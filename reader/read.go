@@ -32,6 +32,7 @@ func (f Filter) matches(topic string, key []byte, ingestTime int64) bool {
 type Reader struct {
 	commits *CommitMap
 	entries EntrySource
+	start   logStart
 	// PageMessages bounds the messages in one response frame.
 	PageMessages int
 }
@@ -76,6 +77,9 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 	}
 	if from > committed {
 		return nil, apierr.New(apierr.OffsetOutOfRange, "offset %d is beyond the committed watermark %d", from, committed)
+	}
+	if err := r.checkStart(from); err != nil {
+		return nil, err
 	}
 	page := &orderlogpb.ReadResponse{NextOffset: from, Committed: committed}
 	budget := &pageBudget{limit: limit, bytes: PageBytes}
@@ -180,6 +184,9 @@ func (r *Reader) Stream(ctx context.Context, from uint64, limit int, filter Filt
 	}
 	if !follow && from > end {
 		return apierr.New(apierr.OffsetOutOfRange, "offset %d is beyond the committed watermark %d", from, end)
+	}
+	if err := r.checkStart(from); err != nil {
+		return err
 	}
 	sent := 0
 	for {

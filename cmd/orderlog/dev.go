@@ -30,6 +30,8 @@ func runDev(args []string) error {
 	tf.register(fs, node.Roles{})
 	var disk wal.DiskLimits
 	registerDiskFlag(fs, &disk)
+	var keep retentionFlags
+	keep.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -43,6 +45,7 @@ func runDev(args []string) error {
 		Logger: logger, SlowSync: *slowSync, Disk: disk,
 	}
 	cfg.HTTPLimits.MaxMessageBytes = *maxMessage
+	keep.apply(&cfg)
 	if err := tf.apply(&cfg); err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ type nodeFlags struct {
 	log                                                          logFlags
 	timeouts                                                     timeoutFlags
 	disk                                                         wal.DiskLimits
+	keep                                                         retentionFlags
 }
 
 const nodeUsage = `node --name NAME --data DIR [--etcd-initial-cluster n1=http://h1:2380,... | --etcd h1:2379,...] [flags]
@@ -66,6 +67,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	f.log.register(fs)
 	f.timeouts.register(fs, node.Roles{})
 	registerDiskFlag(fs, &f.disk)
+	f.keep.register(fs)
 }
 
 // config maps the flags onto a node configuration (node.Config.Validate
@@ -82,6 +84,7 @@ func (f *nodeFlags) config() (node.Config, error) {
 		FsyncPolicy: f.fsync, SlowSync: f.slowSync, Pprof: f.pprof, Logger: logger, Disk: f.disk,
 		Ingest: ingest.Config{AckMode: ingest.AckMode(f.ackMode), MaxMessageBytes: f.maxMessage}}
 	cfg.HTTPLimits.MaxMessageBytes = f.maxMessage
+	f.keep.apply(&cfg)
 	if f.etcd != "" {
 		if f.initialCluster != "" {
 			return node.Config{}, errors.New("--etcd (an external cluster) and --etcd-initial-cluster (an embedded member) are exclusive")

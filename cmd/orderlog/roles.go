@@ -89,6 +89,8 @@ func runIngest(args []string) error {
 	fs.IntVar(&in.MaxMessageBytes, "max-message-bytes", 1<<20, "largest message value accepted")
 	var disk wal.DiskLimits
 	registerDiskFlag(fs, &disk)
+	var keep retentionFlags
+	keep.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -99,6 +101,7 @@ func runIngest(args []string) error {
 	in.AckMode = ingest.AckMode(*ackMode)
 	cfg.Ingest, cfg.DataDir, cfg.FsyncPolicy, cfg.SlowSync, cfg.Disk = in, *dataDir, *fsync, *slowSync, disk
 	cfg.HTTPLimits.MaxMessageBytes = in.MaxMessageBytes
+	keep.apply(&cfg)
 	if err := rf.timeouts.apply(&cfg); err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func (m *Machine) askForLedger() {
 	case m.ledger.lastClosed != 0:
 		reason = fmt.Sprintf("L%d closed", m.ledger.lastClosed)
 	}
-	m.ready.OpenLedger = &OpenLedger{Snapshot: snapshot, Pause: RefusalPause(m.refusedInARow), Reason: reason}
+	m.ready.OpenLedger = &OpenLedger{Snapshot: snapshot, Pause: RefusalPause(m.refusedInARow), Reason: reason, Roll: m.pipe.Rolling()}
 }
 
 // LedgerOpened: the ledger asked for by OpenLedger is open, its entry 0

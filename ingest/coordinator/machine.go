@@ -150,6 +150,8 @@ type OpenLedger struct {
 	Snapshot []producer.State
 	Pause    time.Duration
 	Reason   string // why a ledger is needed, for the log
+	// Roll: the open ledger goes on meanwhile (a roll, not a replacement).
+	Roll bool
 }
 
 // Takeover asks for producer Producer to be taken over at Epoch. Session

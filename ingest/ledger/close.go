@@ -29,7 +29,8 @@ func (w *Writer) Close(ctx context.Context) (Metadata, error) {
 	firstCall := !w.mu.closing
 	if firstCall {
 		w.mu.closing = true
-		w.mu.frozen = frozenClose{last: w.mu.tracker.freeze(), first: w.mu.confirmedFirst, end: w.mu.confirmedEnd}
+		w.mu.frozen = frozenClose{last: w.mu.tracker.freeze(), first: w.mu.confirmedFirst, end: w.mu.confirmedEnd,
+			bytes: w.mu.confirmedBytes}
 		w.space.Broadcast()
 	}
 	frozen := w.mu.frozen
@@ -53,6 +54,7 @@ func (w *Writer) Close(ctx context.Context) (Metadata, error) {
 type frozenClose struct {
 	last       int64
 	first, end uint64
+	bytes      int64
 }
 
 // finishClose records the close in etcd (or waits for the recovery that got
@@ -65,6 +67,7 @@ func (w *Writer) finishClose(ctx context.Context, frozen frozenClose) (Metadata,
 	}
 	final, _, err := transition(ctx, w.cli, cur, StateOpen, func(m Metadata) Metadata {
 		m.State, m.LastEntry, m.FirstOffset, m.EndOffset = StateClosed, last, first, end
+		m.Bytes, m.ClosedAt = frozen.bytes, time.Now().UnixMilli()
 		return m
 	})
 	if err != nil {

@@ -62,6 +62,12 @@ type Metadata struct {
 	LastEntry   int64  `json:"last_entry"`
 	FirstOffset uint64 `json:"first_offset"`
 	EndOffset   uint64 `json:"end_offset"`
+	// Bytes is the entry payload bytes of entries 0..LastEntry, as the
+	// writer counted them at its close (0: unknown, closed by a recovery).
+	// ClosedAt is when it was closed (Unix milliseconds; 0: before this
+	// field existed). Retention reads both (ingest/retention).
+	Bytes    int64 `json:"bytes,omitempty"`
+	ClosedAt int64 `json:"closed_at,omitempty"`
 
 	// ModRevision is the etcd revision the record was read at; it is the
 	// compare of the next state change. Not encoded.

@@ -129,6 +129,7 @@ func recoverFenceable(ctx context.Context, cli *clientv3.Client, m Metadata, o R
 	}
 	final, swapped, err := transition(ctx, cli, m, StateRecovering, func(m Metadata) Metadata {
 		m.State, m.LastEntry, m.FirstOffset, m.EndOffset = StateClosed, last, first, end
+		m.ClosedAt = time.Now().UnixMilli() // Bytes stays 0, unknown: retention estimates it
 		return m
 	})
 	if err != nil {

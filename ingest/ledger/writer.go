@@ -50,6 +50,8 @@ type Writer struct {
 		lastSpanEnd uint64
 		// confirmedFirst/End is the hull of non-empty spans of entries <= LAC.
 		confirmedFirst, confirmedEnd uint64
+		// confirmedBytes is the payload bytes of entries <= LAC.
+		confirmedBytes int64
 		hasConfirmedOffsets          bool
 		// reported is the last LAC given to OnConfirm.
 		reported int64
@@ -248,6 +250,7 @@ func (w *Writer) onAckLocked(l *storeLink, entry int64) {
 	if advanced {
 		base := w.mu.retained[0].id
 		for id := before + 1; id <= w.mu.tracker.lac; id++ {
+			w.mu.confirmedBytes += int64(len(w.mu.retained[id-base].payload))
 			if s := w.mu.retained[id-base].span; !s.Empty() {
 				if !w.mu.hasConfirmedOffsets {
 					w.mu.confirmedFirst = s.First

@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"orderlog/ingest/ledger"
+	"orderlog/ingest/retention"
 	"orderlog/internal/event"
 	"orderlog/internal/keys"
 	"orderlog/proto/walpb"
@@ -212,6 +213,13 @@ func (w *Worker) Pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A ledger retention is deleting gets no new copy: its offsets are
+	// below the log start, and a copy made now would outlive its record.
+	deleting, err := retention.Deleting(ctx, w.cfg.Etcd)
+	if err != nil {
+		return err
+	}
+	ms = slices.DeleteFunc(ms, func(m ledger.Metadata) bool { return deleting[m.ID] })
 	l := w.observe(live, ms)
 	load := map[string]int{}
 	for _, m := range ms {

@@ -44,6 +44,15 @@ const (
 	ProducerIDCounter = Prefix + "producers-next-id"
 	// TopicsPrefix is the prefix of topic records (ingest).
 	TopicsPrefix = Prefix + "topics/"
+	// LogStart holds the log start offset as a decimal string: offsets below
+	// it are deleted by retention and reads of them answer
+	// OFFSET_OUT_OF_RANGE. It only grows (ingest/retention).
+	LogStart = Prefix + "log-start"
+	// RetentionElection is the concurrency.Election prefix of the retention
+	// worker, one in the cluster (ingest/retention).
+	RetentionElection = Prefix + "retention/election"
+	// LedgerDeletingPrefix marks ledgers retention is deleting (ingest/retention).
+	LedgerDeletingPrefix = Prefix + "ledgers-deleting/"
 )
 
 // ProducerName is the key mapping a producer name to its id.
@@ -55,6 +64,8 @@ func Topic(name string) string { return TopicsPrefix + name }
 // Ledger is the metadata key of one ledger. Ids are zero-padded so that a
 // range read over LedgersPrefix returns ledgers in id order.
 func Ledger(id uint64) string { return fmt.Sprintf("%s%020d", LedgersPrefix, id) }
+
+func LedgerDeleting(id uint64) string { return fmt.Sprintf("%s%020d", LedgerDeletingPrefix, id) }
 
 // Store is the registration key of one WAL store.
 func Store(storeID string) string { return StoresPrefix + storeID }

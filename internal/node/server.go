@@ -28,6 +28,7 @@ import (
 	"orderlog/ingest"
 	"orderlog/ingest/httpapi"
 	"orderlog/ingest/ledger"
+	"orderlog/ingest/retention"
 	"orderlog/ingest/wal"
 	"orderlog/internal/etcdserver"
 	"orderlog/internal/event"
@@ -110,6 +111,14 @@ type Config struct {
 	// 85 %, hard 95 %): from the high-water mark the ingest node refuses
 	// new messages with DISK_FULL (disk.go).
 	Disk wal.DiskLimits
+	// Retention is how much of the log is kept (retention.go).
+	Retention RetentionConfig
+	// Checkpoint configures the sequencer's commit-log checkpoints (its
+	// Floor is the log start, set here).
+	Checkpoint sequencer.CheckpointConfig
+	// SegmentSize is the WAL journal's segment size (default 64 MiB): space
+	// is freed a segment at a time, once no live ledger has records in it.
+	SegmentSize int64
 }
 
 // Replication is W, A and the store failures tolerated.
@@ -202,9 +211,13 @@ type Server struct {
 	watches sync.WaitGroup
 	// heard is what the ingest role heard from sequencer leaders, for
 	// the sequencer standby (sequencer.LeaderHeard).
-	heard        sequencer.LeaderHeard
-	ingest       *ingest.Node
-	reader       *reader.Reader
+	heard  sequencer.LeaderHeard
+	ingest *ingest.Node
+	reader *reader.Reader
+	// retentionMetrics are the retention worker's (nil without one).
+	retentionMetrics *retention.Metrics
+	// logStart is the log start as last read from etcd (retention.go).
+	logStart     atomic.Uint64
 	registration *storeRegistration
 	dataLock     *os.File // flock on <data>/LOCK while the process runs
 	cancel       context.CancelFunc
@@ -294,7 +307,7 @@ func (s *Server) openStore(ctx context.Context) error {
 		return err
 	}
 	walCfg := wal.Config{Dir: filepath.Join(s.cfg.DataDir, "wal"), SyncInterval: policy.SyncInterval, SyncDelay: policy.SyncDelay,
-		SlowSync: s.cfg.SlowSync, Events: s.events, Disk: s.cfg.Disk}
+		SlowSync: s.cfg.SlowSync, Events: s.events, Disk: s.cfg.Disk, SegmentSize: s.cfg.SegmentSize}
 	if s.store, err = wal.Open(walCfg); err != nil {
 		return fmt.Errorf("open WAL store: %w", err)
 	}
@@ -346,6 +359,8 @@ func (s *Server) startRoles(ctx context.Context) error {
 		reader.NewService(s.reader).Register(s.grpc)
 	}
 	s.startRereplication(ctx) // rereplication.go
+	s.startRetention(ctx)     // retention.go
+	go retention.WatchStart(ctx, s.cli, s.noteLogStart)
 	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
 	return nil
 }
@@ -367,7 +382,8 @@ func (s *Server) startSequencer(ctx context.Context) error {
 		Replication: sequencer.CommitReplication{AckQuorum: s.cfg.Commit.A, Tolerate: s.cfg.Commit.Tolerate}, Events: s.events}
 	var err error
 	seqCfg := sequencer.Config{Address: addr, Etcd: s.cli, Logger: s.logger, Events: s.events, Ledgers: control,
-		ProbeLeader: sequencer.ProbeGRPC, Heard: &s.heard}
+		ProbeLeader: sequencer.ProbeGRPC, Heard: &s.heard, Checkpoint: s.cfg.Checkpoint}
+	seqCfg.Checkpoint.Floor = s.logStart.Load // checkpoints drop what retention deleted
 	s.cfg.Sequencer.apply(&seqCfg)
 	s.sequencer, err = sequencer.NewNode(seqCfg)
 	if err != nil {
@@ -426,6 +442,9 @@ func (s *Server) metricsRegistry() *prometheus.Registry {
 	}
 	if s.disk != nil {
 		registry.MustRegister(s.disk.refused)
+	}
+	if s.retentionMetrics != nil {
+		registry.MustRegister(s.retentionMetrics.Collectors()...)
 	}
 	return registry
 }

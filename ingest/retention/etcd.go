@@ -1,0 +1,204 @@
+package retention
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/ingest/ledger"
+	"orderlog/internal/keys"
+	"orderlog/proto/walpb"
+)
+
+// clusterState is what a pass reads from etcd.
+type clusterState struct {
+	ledgers   []ledger.Metadata
+	deleting  map[uint64]bool
+	producers []Producer
+	// start is the log start; startRevision the key's mod revision (0:
+	// never written), compared when it moves.
+	start         uint64
+	startRevision int64
+}
+
+func readState(ctx context.Context, cli *clientv3.Client) (clusterState, error) {
+	var st clusterState
+	var err error
+	if st.start, st.startRevision, err = ReadStart(ctx, cli); err != nil {
+		return st, err
+	}
+	if st.ledgers, err = ledger.List(ctx, cli, ledger.Filter{}); err != nil {
+		return st, err
+	}
+	if st.deleting, err = readDeleting(ctx, cli); err != nil {
+		return st, err
+	}
+	st.producers, err = readProducers(ctx, cli)
+	return st, err
+}
+
+// ReadStart reads the log start and its key's mod revision (0, 0 if never
+// written).
+func ReadStart(ctx context.Context, cli *clientv3.Client) (uint64, int64, error) {
+	resp, err := cli.Get(ctx, keys.LogStart)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read the log start: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, 0, nil
+	}
+	start, err := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("log start %q: %w", resp.Kvs[0].Value, err)
+	}
+	return start, resp.Kvs[0].ModRevision, nil
+}
+
+// ParseStart decodes the log start key's value (for watchers).
+func ParseStart(value []byte) (uint64, error) { return strconv.ParseUint(string(value), 10, 64) }
+
+// errRaced: another worker changed what a compare-and-swap compared; the
+// next pass reads again.
+var errRaced = errors.New("retention: changed concurrently")
+
+// moveStart writes the new log start if the key is as read.
+func moveStart(ctx context.Context, cli *clientv3.Client, st clusterState, start uint64) error {
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(keys.LogStart), "=", st.startRevision)).
+		Then(clientv3.OpPut(keys.LogStart, strconv.FormatUint(start, 10))).Commit()
+	if err != nil {
+		return fmt.Errorf("move the log start: %w", err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("move the log start: %w", errRaced)
+	}
+	return nil
+}
+
+func readDeleting(ctx context.Context, cli *clientv3.Client) (map[uint64]bool, error) {
+	resp, err := cli.Get(ctx, keys.LedgerDeletingPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("list ledgers being deleted: %w", err)
+	}
+	out := make(map[uint64]bool, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		id, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), keys.LedgerDeletingPrefix), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("deletion mark %q: %w", kv.Key, err)
+		}
+		out[id] = true
+	}
+	return out, nil
+}
+
+// Deleting lists the ledgers being deleted (re-replication skips them).
+func Deleting(ctx context.Context, cli *clientv3.Client) (map[uint64]bool, error) {
+	return readDeleting(ctx, cli)
+}
+
+// producerFields are the producer record's fields retention reads (the
+// record is package ingest's; unknown fields are kept on a rewrite).
+type producerFields struct {
+	ID          uint64 `json:"id"`
+	Owner       string `json:"owner"`
+	StateLedger uint64 `json:"state_ledger"`
+	Expired     bool   `json:"expired"`
+}
+
+func readProducers(ctx context.Context, cli *clientv3.Client) ([]Producer, error) {
+	resp, err := cli.Get(ctx, keys.ProducersPrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("list producers: %w", err)
+	}
+	live, err := cli.Get(ctx, keys.IngestPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("list ingest nodes: %w", err)
+	}
+	alive := make(map[string]bool, len(live.Kvs))
+	for _, kv := range live.Kvs {
+		alive[strings.TrimPrefix(string(kv.Key), keys.IngestPrefix)] = true
+	}
+	out := make([]Producer, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		var f producerFields
+		if err := json.Unmarshal(kv.Value, &f); err != nil {
+			return nil, fmt.Errorf("decode producer %q: %w", kv.Key, err)
+		}
+		out = append(out, Producer{ID: f.ID, Owner: f.Owner, StateLedger: f.StateLedger, Expired: f.Expired, OwnerLive: alive[f.Owner]})
+	}
+	return out, nil
+}
+
+// expireOrphan marks the producer's record expired (as its owner would at
+// a roll), if its owner is still gone and the record unchanged since read.
+func expireOrphan(ctx context.Context, cli *clientv3.Client, id uint64) error {
+	resp, err := cli.Get(ctx, keys.Producer(id))
+	if err != nil || len(resp.Kvs) == 0 {
+		return fmt.Errorf("read producer %d: %v", id, err)
+	}
+	var record map[string]any
+	if err := json.Unmarshal(resp.Kvs[0].Value, &record); err != nil {
+		return err
+	}
+	owner, _ := record["owner"].(string)
+	record["expired"], record["state_ledger"] = true, 0
+	value, err := json.Marshal(record)
+	if err != nil {
+		return err
+	}
+	txn, err := cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(keys.Producer(id)), "=", resp.Kvs[0].ModRevision),
+		clientv3.Compare(clientv3.CreateRevision(keys.Ingest(owner)), "=", 0),
+	).Then(clientv3.OpPut(keys.Producer(id), string(value))).Commit()
+	if err != nil {
+		return err
+	}
+	if !txn.Succeeded {
+		return errRaced
+	}
+	return nil
+}
+
+// mark records that m is being deleted, if its record is unchanged.
+func mark(ctx context.Context, cli *clientv3.Client, m ledger.Metadata) error {
+	resp, err := cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(keys.Ledger(m.ID)), "=", m.ModRevision),
+		clientv3.Compare(clientv3.CreateRevision(keys.LedgerDeleting(m.ID)), "=", 0),
+	).Then(clientv3.OpPut(keys.LedgerDeleting(m.ID), "")).Commit()
+	if err != nil {
+		return fmt.Errorf("mark ledger %d for deletion: %w", m.ID, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("mark ledger %d for deletion: %w", m.ID, errRaced)
+	}
+	return nil
+}
+
+// deleteLedger deletes every member's copy, then the record and its mark
+// together, if the record did not change meanwhile (an ensemble change
+// re-replication made before it saw the mark: the next pass deletes the
+// new member's copy too).
+func deleteLedger(ctx context.Context, cli *clientv3.Client, stores ledger.Dialer, m ledger.Metadata) error {
+	for _, member := range m.Ensemble {
+		client, err := stores.Client(member)
+		if err == nil {
+			_, err = client.DeleteLedger(ctx, &walpb.DeleteLedgerRequest{LedgerId: m.ID})
+		}
+		if err != nil {
+			return fmt.Errorf("delete ledger %d on store %s (%s): %w", m.ID, member.StoreID, member.Address, err)
+		}
+	}
+	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(keys.Ledger(m.ID)), "=", m.ModRevision)).
+		Then(clientv3.OpDelete(keys.Ledger(m.ID)), clientv3.OpDelete(keys.LedgerDeleting(m.ID))).Commit()
+	if err != nil {
+		return fmt.Errorf("remove ledger %d's record: %w", m.ID, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("remove ledger %d's record: %w", m.ID, errRaced)
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+package retention
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/internal/keys"
+)
+
+// WatchStart calls set with the log start now and at every move, until
+// ctx ends; a watch that ends (etcd compacted past it, or failed) is read
+// and opened again.
+func WatchStart(ctx context.Context, cli *clientv3.Client, set func(uint64)) {
+	for ctx.Err() == nil {
+		resp, err := cli.Get(ctx, keys.LogStart)
+		if err == nil {
+			if len(resp.Kvs) > 0 {
+				if start, err := ParseStart(resp.Kvs[0].Value); err == nil {
+					set(start)
+				}
+			}
+			watchStartFrom(ctx, cli, resp.Header.Revision, set)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func watchStartFrom(ctx context.Context, cli *clientv3.Client, revision int64, set func(uint64)) {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range cli.Watch(ctx, keys.LogStart, clientv3.WithRev(revision+1)) {
+		if resp.Err() != nil {
+			return
+		}
+		for _, ev := range resp.Events {
+			if start, err := ParseStart(ev.Kv.Value); err == nil && ev.Type == clientv3.EventTypePut {
+				set(start)
+			}
+		}
+	}
+}
