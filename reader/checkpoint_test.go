@@ -80,7 +80,8 @@ func writeCheckpoint(t *testing.T, f *fixture, segs []Segment) sequencer.Checkpo
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix := sequencer.CheckpointIndex{Epoch: 1, End: segs[0].First}
+	var refs []sequencer.ChunkRef
+	end := segs[0].First
 	for i := 0; i < len(segs); i += 4 {
 		var chunk []sequencer.Record
 		for _, s := range segs[i:min(i+4, len(segs))] {
@@ -90,13 +91,28 @@ func writeCheckpoint(t *testing.T, f *fixture, segs []Segment) sequencer.Checkpo
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref := sequencer.ChunkRef{Ledger: w.ID(), Entry: entry, Range: sequencer.Range{First: ix.End, End: chunk[len(chunk)-1].Range.End}}
+		ref := sequencer.ChunkRef{Ledger: w.ID(), Entry: entry, Range: sequencer.Range{First: end, End: chunk[len(chunk)-1].Range.End}}
 		for _, r := range chunk {
 			if r.Kind == sequencer.KindHole {
 				ref.Holes += r.Range.Len()
 			}
 		}
-		ix.Chunks, ix.End, ix.Holes = append(ix.Chunks, ref), ref.Range.End, ix.Holes+ref.Holes
+		refs, end = append(refs, ref), ref.Range.End
+	}
+	// Pages of 3 chunks.
+	ix := sequencer.CheckpointIndex{Epoch: 1, Start: segs[0].First, End: segs[0].First}
+	for i := 0; i < len(refs); i += 3 {
+		page := refs[i:min(i+3, len(refs))]
+		entry, err := w.Append(sequencer.EncodeCheckpointPage(nil, page), ledger.Span{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pg := sequencer.PageRef{Ledger: w.ID(), Entry: entry, Range: sequencer.Range{First: page[0].Range.First, End: page[len(page)-1].Range.End},
+			FirstLedger: w.ID()}
+		for _, c := range page {
+			pg.Holes += c.Holes
+		}
+		ix.Pages, ix.End, ix.Holes = append(ix.Pages, pg), pg.Range.End, ix.Holes+pg.Holes
 	}
 	stateEntry, err := w.Append(sequencer.EncodeCheckpointState(nil, sequencer.CheckpointState{Epoch: 1, C: ix.End, Folded: 1}), ledger.Span{})
 	if err != nil {
@@ -251,17 +267,18 @@ func TestInstallCheckpointOnARunningMap(t *testing.T) {
 	must(t, m.Advance(1, 20))
 	holes := m.HoleOffsets()
 	entries := &chunkEntries{chunks: map[int64][]byte{}}
-	ix := sequencer.CheckpointIndex{Epoch: 1}
+	var refs []sequencer.ChunkRef
 	for i := 0; i < 8; i += 4 { // two chunks: [0,8) and [8,16)
 		var recs []sequencer.Record
 		for _, s := range segs[i : i+4] {
 			recs = append(recs, toRecord(s))
 		}
 		entries.chunks[int64(i/4)] = sequencer.EncodeCheckpointChunk(nil, recs)
-		ix.Chunks = append(ix.Chunks, sequencer.ChunkRef{Ledger: 9, Entry: int64(i / 4), Range: sequencer.Range{First: segs[i].First, End: segs[i+3].End}})
-		ix.End = segs[i+3].End
+		refs = append(refs, sequencer.ChunkRef{Ledger: 9, Entry: int64(i / 4), Range: sequencer.Range{First: segs[i].First, End: segs[i+3].End}})
 	}
-	must(t, m.InstallCheckpoint(&Checkpoint{index: ix, entries: entries, cache: newChunkCache(1)}))
+	entries.chunks[2] = sequencer.EncodeCheckpointPage(nil, refs) // one page
+	ix := sequencer.CheckpointIndex{Epoch: 1, End: 16, Pages: []sequencer.PageRef{{Ledger: 9, Entry: 2, Range: sequencer.Range{First: 0, End: 16}, FirstLedger: 9}}}
+	must(t, m.InstallCheckpoint(newCheckpoint(sequencer.CheckpointPointer{}, ix, entries, 1)))
 	if window, _ := m.Resident(); window != 2 {
 		t.Fatalf("window of %d segments after the checkpoint, want the 2 above it", window)
 	}
@@ -273,8 +290,8 @@ func TestInstallCheckpointOnARunningMap(t *testing.T) {
 			t.Fatalf("segment %d: %v %v, want %v", i, got, ok, s)
 		}
 	}
-	if entries.reads != 2 {
-		t.Fatalf("%d chunk reads for two chunks looked up in order", entries.reads)
+	if entries.reads != 3 {
+		t.Fatalf("%d entry reads for one page and two chunks looked up in order", entries.reads)
 	}
 	if n := countMetrics(NewCollector(m)); n != 3 {
 		t.Fatalf("%d metrics, want 3", n)

@@ -240,7 +240,7 @@ func (m *CommitMap) Resident() (window, cached int) {
 	window, base := len(m.mu.segments), m.mu.base
 	m.mu.Unlock()
 	if base != nil {
-		cached = base.cache.resident()
+		cached = base.chunks.resident()
 	}
 	return window, cached
 }

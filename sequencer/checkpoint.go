@@ -43,6 +43,9 @@ type CheckpointConfig struct {
 	// ChunkSegments bounds the segments (ledger entries and holes) of one
 	// chunk entry, the unit a reader loads. Default 16,384.
 	ChunkSegments int
+	// PageChunks bounds the chunks one index page lists. Default 1,024:
+	// the index root grows by one page per 16M segments of history.
+	PageChunks int
 	// Floor, if set, is the log's start offset (retention): chunks ending
 	// at or below it are dropped from the next checkpoint, and checkpoint
 	// ledgers left with none are deleted. Nil: 0.
@@ -62,11 +65,14 @@ func (c *CheckpointConfig) Validate() error {
 	if c.ChunkSegments == 0 {
 		c.ChunkSegments = 16384
 	}
+	if c.PageChunks == 0 {
+		c.PageChunks = 1024
+	}
 	if c.Timeout == 0 {
 		c.Timeout = 2 * time.Minute
 	}
-	if c.Interval < 0 || c.ChunkSegments < 1 || c.Timeout < 0 {
-		return errors.New("sequencer: invalid checkpoint Interval, ChunkSegments or Timeout")
+	if c.Interval < 0 || c.ChunkSegments < 1 || c.PageChunks < 1 || c.Timeout < 0 {
+		return errors.New("sequencer: invalid checkpoint Interval, ChunkSegments, PageChunks or Timeout")
 	}
 	return nil
 }
@@ -88,6 +94,11 @@ type checkpointTrack struct {
 	rev     int64
 	state   *CheckpointState // nil: none
 	index   *CheckpointIndex // nil: none, or not read yet
+	// referenced are the checkpoint ledgers a checkpoint this leader wrote
+	// names (its own, its pages' and their chunks'); dropped the previous
+	// index's pages it dropped under the floor.
+	referenced map[uint64]bool
+	dropped    []PageRef
 }
 
 // maybeCheckpointLocked asks for a roll when a checkpoint is due; the roll
@@ -150,6 +161,14 @@ func (l *leader) writeCheckpoint(firstKept uint64) (CheckpointPointer, error) {
 			return CheckpointPointer{}, err
 		}
 	}
+	// The index's last page is written again with the new chunks unless
+	// it is full: read it (one entry).
+	var lastPage []ChunkRef
+	if prev.index != nil && len(prev.index.Pages) > 0 {
+		if lastPage, err = readCheckpointPage(ctx, l.ckptLedgers, prev.index.Pages[len(prev.index.Pages)-1]); err != nil {
+			return CheckpointPointer{}, err
+		}
+	}
 	var entries [][]byte
 	for _, id := range replaced {
 		p, err := l.ctl.ReadClosedCommitLog(ctx, id)
@@ -158,7 +177,8 @@ func (l *leader) writeCheckpoint(firstKept uint64) (CheckpointPointer, error) {
 		}
 		entries = append(entries, p...)
 	}
-	b, err := buildCheckpoint(prev.state, prev.index, entries, l.node.cfg.Checkpoint.floor(), l.node.cfg.Checkpoint.ChunkSegments)
+	cfg := l.node.cfg.Checkpoint
+	b, err := buildCheckpoint(prev.state, prev.index, lastPage, entries, cfg.floor(), cfg.ChunkSegments, cfg.PageChunks)
 	if err != nil {
 		return CheckpointPointer{}, err
 	}
@@ -210,9 +230,24 @@ func (l *leader) sealCheckpoint(ctx context.Context, b checkpointBuild, firstKep
 		return checkpointTrack{}, err
 	}
 	fail := func(err error) (checkpointTrack, error) { cw.Abandon(); return checkpointTrack{}, err }
+	pages, ix := b.layout(l.epoch, cw.ID(), l.node.cfg.Checkpoint.PageChunks)
+	payloads := make([][]byte, 0, len(b.Chunks)+len(pages))
 	for _, chunk := range b.Chunks {
-		if _, err := cw.Append(EncodeCheckpointChunk(nil, chunk)); err != nil {
-			return fail(err)
+		payloads = append(payloads, EncodeCheckpointChunk(nil, chunk))
+	}
+	referenced := map[uint64]bool{cw.ID(): true}
+	for _, page := range pages {
+		payloads = append(payloads, EncodeCheckpointPage(nil, page))
+		for _, c := range page {
+			referenced[c.Ledger] = true
+		}
+	}
+	for _, pg := range ix.Pages {
+		referenced[pg.Ledger] = true
+	}
+	for i, p := range payloads { // entries 0…: layout named them so
+		if entry, err := cw.Append(p); err != nil || entry != int64(i) {
+			return fail(fmt.Errorf("append checkpoint entry %d (got %d): %v", i, entry, err))
 		}
 	}
 	st := b.State
@@ -224,7 +259,6 @@ func (l *leader) sealCheckpoint(ctx context.Context, b checkpointBuild, firstKep
 	if err != nil {
 		return fail(err)
 	}
-	ix := b.index(l.epoch, cw.ID(), 0)
 	indexEntry, err := cw.Append(EncodeCheckpointIndex(nil, ix))
 	if err != nil {
 		return fail(err)
@@ -233,8 +267,8 @@ func (l *leader) sealCheckpoint(ctx context.Context, b checkpointBuild, firstKep
 		return fail(err)
 	}
 	p := CheckpointPointer{Version: 1, Ledger: cw.ID(), StateEntry: stateEntry, IndexEntry: indexEntry,
-		Start: ix.Start, End: ix.End, C: st.C, Epoch: l.epoch, FirstKept: firstKept}
-	return checkpointTrack{pointer: p, state: &st, index: &ix}, nil
+		Start: ix.Start, End: ix.End, C: st.C, Epoch: l.epoch, FirstKept: firstKept, FirstLedger: ix.FirstLedger()}
+	return checkpointTrack{pointer: p, state: &st, index: &ix, referenced: referenced, dropped: b.DroppedPages}, nil
 }
 
 // switchTo is step 3: the pointer's CAS. From its success on, next is the
@@ -289,26 +323,24 @@ func (l *leader) tidyAfter(ctx context.Context, prev, next checkpointTrack, firs
 	return nil
 }
 
-// unreferencedCheckpointLedgers are the checkpoint ledgers prev used (its
-// own and those its chunks lie in) that next no longer names.
+// unreferencedCheckpointLedgers are the checkpoint ledgers next no
+// longer needs: prev's own unless next names it (a kept page or chunk in
+// it; any chunk of prev's lies in a page prev or next wrote), and those of
+// the pages next dropped that lie below every ledger it names. Checkpoint
+// ledgers older still that held only chunks are left to retention: any
+// below next's FirstLedger (in the pointer) may go.
 func unreferencedCheckpointLedgers(prev, next checkpointTrack) []uint64 {
-	used := map[uint64]bool{next.pointer.Ledger: true}
-	for _, c := range next.index.Chunks {
-		used[c.Ledger] = true
-	}
 	var out []uint64
 	seen := map[uint64]bool{}
-	consider := func(id uint64) {
-		if id != 0 && !used[id] && !seen[id] {
+	consider := func(id uint64, below bool) {
+		if id != 0 && !next.referenced[id] && !seen[id] && below {
 			seen[id] = true
 			out = append(out, id)
 		}
 	}
-	consider(prev.pointer.Ledger)
-	if prev.index != nil {
-		for _, c := range prev.index.Chunks {
-			consider(c.Ledger)
-		}
+	consider(prev.pointer.Ledger, true)
+	for _, pg := range next.dropped {
+		consider(pg.Ledger, next.index.FirstLedger() == 0 || pg.Ledger < next.index.FirstLedger())
 	}
 	return out
 }
@@ -328,6 +360,22 @@ func readCheckpointState(ctx context.Context, ledgers CheckpointLedgers, p Check
 		return nil, fmt.Errorf("checkpoint %d state: %w", p.Ledger, err)
 	}
 	return &st, nil
+}
+
+// readCheckpointPage reads an index page.
+func readCheckpointPage(ctx context.Context, ledgers CheckpointLedgers, pg PageRef) ([]ChunkRef, error) {
+	payloads, err := ledgers.ReadEntries(ctx, pg.Ledger, pg.Entry, pg.Entry)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint page %d/%d: %w", pg.Ledger, pg.Entry, err)
+	}
+	chunks, err := DecodeCheckpointPage(payloads[0])
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint page %d/%d: %w", pg.Ledger, pg.Entry, err)
+	}
+	if chunks[0].Range.First != pg.Range.First || chunks[len(chunks)-1].Range.End != pg.Range.End {
+		return nil, fmt.Errorf("%w: page %d/%d does not tile %v", ErrCorruptCheckpoint, pg.Ledger, pg.Entry, pg.Range)
+	}
+	return chunks, nil
 }
 
 // readCheckpointIndex reads the index entry a pointer names.

@@ -61,25 +61,28 @@ func compareUint(a, b uint64) int {
 	return 0
 }
 
-// checkpointBuild is a new checkpoint before it is written: the chunks to
-// append, the state, and the index once the chunks have entry ids.
+// checkpointBuild is a new checkpoint before it is written: the chunks
+// to append, the state, and what it keeps of the previous index.
 type checkpointBuild struct {
 	Chunks [][]Record
 	State  CheckpointState
-	// Kept are the previous index's chunks that stay (none lies wholly
-	// below the floor); Dropped those that go.
-	Kept, Dropped []ChunkRef
-	Start, End    uint64
-	Holes         uint64 // hole offsets below End, dropped ones included
+	// KeptPages are the previous index's pages that stay as they are;
+	// Tail the chunks of its last page, which is written again with the
+	// new chunks after it unless it was full; DroppedPages those that end
+	// at or below the floor.
+	KeptPages, DroppedPages []PageRef
+	Tail                    []ChunkRef
+	Start, End              uint64
+	Holes                   uint64 // hole offsets below End, dropped ones included
 }
 
 // buildCheckpoint folds the entries of the replaced commit ledgers (in log
-// order) onto the previous checkpoint (prevState and prevIndex, nil for
-// none) and cuts the newly settled map into chunks of at most
-// chunkSegments segments. Chunks of the previous index that end at or
-// below floor are dropped (retention deletes those offsets). It does no
-// I/O.
-func buildCheckpoint(prevState *CheckpointState, prevIndex *CheckpointIndex, entries [][]byte, floor uint64, chunkSegments int) (checkpointBuild, error) {
+// order) onto the previous checkpoint (prevState, prevIndex and its last
+// page's chunks; nil for none) and cuts the newly settled map into chunks
+// of at most chunkSegments segments. Pages of the previous index that end
+// at or below floor are dropped (retention deletes those offsets), and so
+// are such chunks of the last page. It does no I/O.
+func buildCheckpoint(prevState *CheckpointState, prevIndex *CheckpointIndex, prevLastPage []ChunkRef, entries [][]byte, floor uint64, chunkSegments, pageChunks int) (checkpointBuild, error) {
 	cm := fromState(prevState)
 	if err := cm.replay(entries); err != nil {
 		return checkpointBuild{}, err
@@ -96,21 +99,28 @@ func buildCheckpoint(prevState *CheckpointState, prevIndex *CheckpointIndex, ent
 	for len(settled) > 0 {
 		n := min(chunkSegments, len(settled))
 		b.Chunks = append(b.Chunks, settled[:n])
+		b.Holes += holeOffsets(settled[:n])
 		settled = settled[n:]
 	}
-	for _, s := range b.Chunks {
-		b.Holes += holeOffsets(s)
+	pages := prev.Pages
+	if len(pages) > 0 && len(prevLastPage) < pageChunks {
+		pages = pages[:len(pages)-1]
+		b.Tail = slices.DeleteFunc(slices.Clone(prevLastPage), func(c ChunkRef) bool { return c.Range.End <= floor })
 	}
-	for _, c := range prev.Chunks {
-		if c.Range.End <= floor {
-			b.Dropped = append(b.Dropped, c)
+	for _, pg := range pages {
+		if pg.Range.End <= floor {
+			b.DroppedPages = append(b.DroppedPages, pg)
 		} else {
-			b.Kept = append(b.Kept, c)
+			b.KeptPages = append(b.KeptPages, pg)
 		}
 	}
-	b.Start = prev.End
-	if len(b.Kept) > 0 {
-		b.Start = b.Kept[0].Range.First
+	switch {
+	case len(b.KeptPages) > 0:
+		b.Start = b.KeptPages[0].Range.First
+	case len(b.Tail) > 0:
+		b.Start = b.Tail[0].Range.First
+	default:
+		b.Start = prev.End
 	}
 	return b, nil
 }
@@ -126,13 +136,28 @@ func holeOffsets(segments []Record) uint64 {
 	return n
 }
 
-// index is the new checkpoint's index once its chunks were appended to
-// ledger as entries firstEntry, firstEntry+1, ….
-func (b checkpointBuild) index(epoch, ledgerID uint64, firstEntry int64) CheckpointIndex {
-	ix := CheckpointIndex{Epoch: epoch, Start: b.Start, End: b.End, Holes: b.Holes, Chunks: slices.Clone(b.Kept)}
+// layout is where b's entries go in checkpoint ledger ledgerID: the new
+// chunks as entries 0…, then the pages (the tail's chunks and the new
+// ones, pageChunks to a page) right after; it returns the pages' chunk
+// lists in order and the index that names them after the kept pages.
+func (b checkpointBuild) layout(epoch, ledgerID uint64, pageChunks int) ([][]ChunkRef, CheckpointIndex) {
+	refs := slices.Clone(b.Tail)
 	for i, s := range b.Chunks {
-		ix.Chunks = append(ix.Chunks, ChunkRef{Ledger: ledgerID, Entry: firstEntry + int64(i),
+		refs = append(refs, ChunkRef{Ledger: ledgerID, Entry: int64(i),
 			Range: Range{First: s[0].Range.First, End: s[len(s)-1].Range.End}, Holes: holeOffsets(s)})
 	}
-	return ix
+	ix := CheckpointIndex{Epoch: epoch, Start: b.Start, End: b.End, Holes: b.Holes, Pages: slices.Clone(b.KeptPages)}
+	var pages [][]ChunkRef
+	for len(refs) > 0 {
+		n := min(pageChunks, len(refs))
+		page := refs[:n]
+		pg := PageRef{Ledger: ledgerID, Entry: int64(len(b.Chunks) + len(pages)),
+			Range: Range{First: page[0].Range.First, End: page[n-1].Range.End}, FirstLedger: page[0].Ledger}
+		for _, c := range page {
+			pg.Holes += c.Holes
+		}
+		pages, ix.Pages = append(pages, page), append(ix.Pages, pg)
+		refs = refs[n:]
+	}
+	return pages, ix
 }

@@ -24,7 +24,7 @@ import (
 // retain few, so a short test crosses several checkpoints and trims.
 func checkpointEvery(records int) func(*Config) {
 	return func(cfg *Config) {
-		cfg.Checkpoint = CheckpointConfig{Records: records, Interval: time.Hour, ChunkSegments: 4}
+		cfg.Checkpoint = CheckpointConfig{Records: records, Interval: time.Hour, ChunkSegments: 4, PageChunks: 2}
 		cfg.RetainRecords = 16
 	}
 }
@@ -61,7 +61,15 @@ func readCheckpointedMapOnce(ctx context.Context, c *testCluster, atLeast uint64
 		if err != nil {
 			return nil, 0, err
 		}
-		for _, ref := range ix.Chunks {
+		var refs []ChunkRef
+		for _, pg := range ix.Pages {
+			chunks, err := readCheckpointPage(ctx, lc, pg)
+			if err != nil {
+				return nil, 0, err
+			}
+			refs = append(refs, chunks...)
+		}
+		for _, ref := range refs {
 			payloads, err := lc.ReadEntries(ctx, ref.Ledger, ref.Entry, ref.Entry)
 			if err != nil {
 				return nil, 0, err

@@ -32,6 +32,10 @@ type CheckpointPointer struct {
 	// FirstKept is the commit ledger the log goes on with: the replay of
 	// the list from it on, on top of the state entry, is the whole log's.
 	FirstKept uint64 `json:"first_kept"`
+	// FirstLedger is the oldest checkpoint ledger the index names (0:
+	// none): a checkpoint ledger below it, other than Ledger, holds
+	// nothing any reader needs (retention may delete it).
+	FirstLedger uint64 `json:"first_ledger,omitempty"`
 }
 
 // IsZero says whether p names no checkpoint (none was ever written).

@@ -7,8 +7,8 @@ import (
 )
 
 // The entries of a checkpoint ledger (docs/format/commit-log.md §5): chunks
-// of the settled commit map in offset order, then one state entry and one
-// index entry. Only framing and encoding live here; checkpoint.go decides
+// of the settled commit map in offset order, index pages listing chunks,
+// then one state entry and one index entry (the pages' root). Only framing and encoding live here; checkpoint.go decides
 // what goes in them.
 
 // CheckpointVersion is the version byte of every checkpoint entry.
@@ -19,6 +19,7 @@ const (
 	checkpointChunk = 1
 	checkpointState = 2
 	checkpointIndex = 3
+	checkpointPage  = 4
 )
 
 // Chunk run tags.
@@ -37,7 +38,7 @@ var ErrCorruptCheckpoint = errors.New("sequencer: corrupt checkpoint entry")
 // Decoder bounds, so garbage cannot make a decoder allocate without limit.
 const (
 	maxChunkSegments = 1 << 20
-	maxIndexChunks   = 1 << 22
+	maxIndexRefs     = 1 << 22
 	maxStateRecords  = 1 << 22
 )
 
@@ -51,15 +52,40 @@ type ChunkRef struct {
 	Holes  uint64
 }
 
-// CheckpointIndex is the last entry of a checkpoint ledger: the chunks
-// that tile [Start, End) in offset order, and the hole offsets below End
-// (those below Start, dropped under a retention floor, included).
+// PageRef names one index page: entry Entry of checkpoint ledger Ledger
+// lists the chunks that tile Range, Holes of whose offsets are holes;
+// FirstLedger is the ledger of its first chunk (chunks lie in ledgers of
+// non-decreasing id, so no page from here on names an older one).
+type PageRef struct {
+	Ledger      uint64
+	Entry       int64
+	Range       Range
+	Holes       uint64
+	FirstLedger uint64
+}
+
+// CheckpointIndex is the last entry of a checkpoint ledger, the root of a
+// two-level index: the pages that tile [Start, End) in offset order, each
+// listing the chunks of its range, and the hole offsets below End (those
+// below Start, dropped under a retention floor, included). A reader reads
+// the root, then one page and one chunk per lookup; the root grows by one
+// page per PageChunks × ChunkSegments segments of history.
 type CheckpointIndex struct {
-	Epoch  uint64 // the leader that wrote it
-	Start  uint64
-	End    uint64
-	Holes  uint64
-	Chunks []ChunkRef
+	Epoch uint64 // the leader that wrote it
+	Start uint64
+	End   uint64
+	Holes uint64
+	Pages []PageRef
+}
+
+// FirstLedger is the oldest checkpoint ledger the index names (0: none):
+// every older checkpoint ledger, but the one the pointer names, holds
+// nothing a reader needs.
+func (ix CheckpointIndex) FirstLedger() uint64 {
+	if len(ix.Pages) == 0 {
+		return 0
+	}
+	return ix.Pages[0].FirstLedger
 }
 
 // CheckpointState is what a replay of the commit log replaced by the
@@ -185,24 +211,26 @@ func spanAt(d *decoder, first uint64) (Range, bool) {
 	return Range{First: first, End: first + length}, true
 }
 
-// EncodeCheckpointIndex appends an index entry to dst. The chunks' ranges
-// must tile [ix.Start, ix.End) in order; only their lengths are stored.
+// EncodeCheckpointIndex appends an index entry (the root) to dst. The
+// pages' ranges must tile [ix.Start, ix.End) in order; only their lengths
+// are stored.
 func EncodeCheckpointIndex(dst []byte, ix CheckpointIndex) []byte {
 	dst = append(dst, CheckpointVersion, checkpointIndex)
 	dst = binary.LittleEndian.AppendUint64(dst, ix.Epoch)
 	dst = binary.AppendUvarint(dst, ix.Start)
 	dst = binary.AppendUvarint(dst, ix.Holes)
-	dst = binary.AppendUvarint(dst, uint64(len(ix.Chunks)))
-	for _, c := range ix.Chunks {
-		dst = binary.AppendUvarint(dst, c.Ledger)
-		dst = binary.AppendUvarint(dst, uint64(c.Entry))
-		dst = binary.AppendUvarint(dst, c.Range.Len())
-		dst = binary.AppendUvarint(dst, c.Holes)
+	dst = binary.AppendUvarint(dst, uint64(len(ix.Pages)))
+	for _, pg := range ix.Pages {
+		dst = binary.AppendUvarint(dst, pg.Ledger)
+		dst = binary.AppendUvarint(dst, uint64(pg.Entry))
+		dst = binary.AppendUvarint(dst, pg.Range.Len())
+		dst = binary.AppendUvarint(dst, pg.Holes)
+		dst = binary.AppendUvarint(dst, pg.FirstLedger)
 	}
 	return dst
 }
 
-// DecodeCheckpointIndex decodes an index entry; End and the chunks' ranges
+// DecodeCheckpointIndex decodes an index entry; End and the pages' ranges
 // follow from Start and the lengths.
 func DecodeCheckpointIndex(p []byte) (CheckpointIndex, error) {
 	d := decoder{buf: p}
@@ -211,31 +239,80 @@ func DecodeCheckpointIndex(p []byte) (CheckpointIndex, error) {
 	}
 	ix := CheckpointIndex{Epoch: d.u64(), Start: d.uvarint(), Holes: d.uvarint()}
 	n := d.uvarint()
-	if d.err != nil || n > maxIndexChunks || n > uint64(len(p)) {
-		return CheckpointIndex{}, ckptFail(&d, "chunk count")
+	if d.err != nil || n > maxIndexRefs || n > uint64(len(p)) {
+		return CheckpointIndex{}, ckptFail(&d, "page count")
 	}
 	ix.End = ix.Start
-	var chunkHoles uint64
+	var pageHoles uint64
 	for i := uint64(0); i < n; i++ {
-		c := ChunkRef{Ledger: d.uvarint()}
+		pg := PageRef{Ledger: d.uvarint()}
 		entry := d.uvarint()
 		r, ok := spanAt(&d, ix.End)
-		c.Entry, c.Range, c.Holes = int64(entry), r, d.uvarint()
-		if !ok || d.err != nil || entry > 1<<62 || c.Holes > r.Len() {
-			return CheckpointIndex{}, ckptFail(&d, fmt.Sprintf("chunk %d", i))
+		pg.Entry, pg.Range, pg.Holes, pg.FirstLedger = int64(entry), r, d.uvarint(), d.uvarint()
+		if !ok || d.err != nil || entry > 1<<62 || pg.Holes > r.Len() ||
+			(i > 0 && pg.FirstLedger < ix.Pages[i-1].FirstLedger) {
+			return CheckpointIndex{}, ckptFail(&d, fmt.Sprintf("page %d", i))
 		}
-		ix.Chunks = append(ix.Chunks, c)
-		ix.End, chunkHoles = r.End, chunkHoles+c.Holes
+		ix.Pages = append(ix.Pages, pg)
+		ix.End, pageHoles = r.End, pageHoles+pg.Holes
 	}
-	// Holes below End count those of the chunks and those dropped below
+	// Holes below End count those of the pages and those dropped below
 	// Start, which are at most Start.
-	if ix.Holes < chunkHoles || ix.Holes-chunkHoles > ix.Start {
+	if ix.Holes < pageHoles || ix.Holes-pageHoles > ix.Start {
 		return CheckpointIndex{}, ckptFail(&d, "hole count")
 	}
 	if d.pos != len(p) {
 		return CheckpointIndex{}, ckptFail(&d, "trailing bytes")
 	}
 	return ix, nil
+}
+
+// EncodeCheckpointPage appends an index page listing chunks, which must
+// tile one range in order, to dst.
+func EncodeCheckpointPage(dst []byte, chunks []ChunkRef) []byte {
+	dst = append(dst, CheckpointVersion, checkpointPage)
+	first := uint64(0)
+	if len(chunks) > 0 {
+		first = chunks[0].Range.First
+	}
+	dst = binary.AppendUvarint(dst, first)
+	dst = binary.AppendUvarint(dst, uint64(len(chunks)))
+	for _, c := range chunks {
+		dst = binary.AppendUvarint(dst, c.Ledger)
+		dst = binary.AppendUvarint(dst, uint64(c.Entry))
+		dst = binary.AppendUvarint(dst, c.Range.Len())
+		dst = binary.AppendUvarint(dst, c.Holes)
+	}
+	return dst
+}
+
+// DecodeCheckpointPage decodes an index page into its chunk refs.
+func DecodeCheckpointPage(p []byte) ([]ChunkRef, error) {
+	d := decoder{buf: p}
+	if err := checkpointHeader(&d, checkpointPage); err != nil {
+		return nil, err
+	}
+	next := d.uvarint()
+	n := d.uvarint()
+	if d.err != nil || n == 0 || n > maxIndexRefs || n > uint64(len(p)) {
+		return nil, ckptFail(&d, "chunk count")
+	}
+	var out []ChunkRef
+	for i := uint64(0); i < n; i++ {
+		c := ChunkRef{Ledger: d.uvarint()}
+		entry := d.uvarint()
+		r, ok := spanAt(&d, next)
+		c.Entry, c.Range, c.Holes = int64(entry), r, d.uvarint()
+		if !ok || d.err != nil || entry > 1<<62 || c.Holes > r.Len() || (i > 0 && c.Ledger < out[i-1].Ledger) {
+			return nil, ckptFail(&d, fmt.Sprintf("chunk %d", i))
+		}
+		out = append(out, c)
+		next = r.End
+	}
+	if d.pos != len(p) {
+		return nil, ckptFail(&d, "trailing bytes")
+	}
+	return out, nil
 }
 
 // EncodeCheckpointState appends a state entry to dst; the pending records

@@ -42,13 +42,18 @@ func TestCheckpointChunkRoundTripAndRuns(t *testing.T) {
 }
 
 func TestCheckpointIndexAndStateRoundTrip(t *testing.T) {
-	ix := CheckpointIndex{Epoch: 9, Start: 100, End: 300, Holes: 95, Chunks: []ChunkRef{
-		{Ledger: 40, Entry: 0, Range: Range{100, 204}, Holes: 91},
-		{Ledger: 41, Entry: 2, Range: Range{204, 300}, Holes: 0},
+	ix := CheckpointIndex{Epoch: 9, Start: 100, End: 300, Holes: 95, Pages: []PageRef{
+		{Ledger: 40, Entry: 5, Range: Range{100, 204}, Holes: 91, FirstLedger: 38},
+		{Ledger: 41, Entry: 2, Range: Range{204, 300}, Holes: 0, FirstLedger: 40},
 	}}
 	got, err := DecodeCheckpointIndex(EncodeCheckpointIndex(nil, ix))
 	if err != nil || !reflect.DeepEqual(got, ix) {
 		t.Fatalf("index round trip: err %v\n got %+v\nwant %+v", err, got, ix)
+	}
+	page := []ChunkRef{{Ledger: 38, Entry: 0, Range: Range{100, 150}, Holes: 41}, {Ledger: 40, Entry: 3, Range: Range{150, 204}, Holes: 50}}
+	gotPage, err := DecodeCheckpointPage(EncodeCheckpointPage(nil, page))
+	if err != nil || !reflect.DeepEqual(gotPage, page) {
+		t.Fatalf("page round trip: err %v\n got %+v\nwant %+v", err, gotPage, page)
 	}
 	st := CheckpointState{Epoch: 9, C: 310, Folded: 8, Pending: []EpochRecord{
 		{Epoch: 8, Record: written(300, 305, 12, 1)}, {Epoch: 8, Record: holeRec(305, 310)}, {Epoch: 7, Record: holeRec(400, 402)},
@@ -61,7 +66,8 @@ func TestCheckpointIndexAndStateRoundTrip(t *testing.T) {
 
 func TestDecodeCheckpointCorrupt(t *testing.T) {
 	chunk := EncodeCheckpointChunk(nil, chunkSample())
-	index := EncodeCheckpointIndex(nil, CheckpointIndex{Epoch: 1, Start: 0, Holes: 1, Chunks: []ChunkRef{{Ledger: 4, Range: Range{0, 10}, Holes: 1}}})
+	index := EncodeCheckpointIndex(nil, CheckpointIndex{Epoch: 1, Start: 0, Holes: 1, Pages: []PageRef{{Ledger: 4, Range: Range{0, 10}, Holes: 1, FirstLedger: 3}}})
+	page := EncodeCheckpointPage(nil, []ChunkRef{{Ledger: 3, Range: Range{0, 4}}, {Ledger: 4, Entry: 1, Range: Range{4, 10}, Holes: 1}})
 	state := EncodeCheckpointState(nil, CheckpointState{Epoch: 1, C: 10, Pending: []EpochRecord{{Epoch: 1, Record: holeRec(10, 11)}}})
 	cases := map[string]struct {
 		p      []byte
@@ -78,8 +84,15 @@ func TestDecodeCheckpointCorrupt(t *testing.T) {
 		"chunk_wrapping":    {append([]byte{1, 1, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1, runHole}, 5), decodeChunkErr},
 		"chunk_unknown_run": {[]byte{1, 1, 0, 1, 9, 1}, decodeChunkErr},
 		"index_torn":        {index[:len(index)-1], decodeIndexErr},
-		"index_too_many_holes": {EncodeCheckpointIndex(nil, CheckpointIndex{Start: 0, Holes: 11, Chunks: []ChunkRef{{Ledger: 4, Range: Range{0, 10}, Holes: 11}}}),
+		"index_too_many_holes": {EncodeCheckpointIndex(nil, CheckpointIndex{Start: 0, Holes: 11, Pages: []PageRef{{Ledger: 4, Range: Range{0, 10}, Holes: 11}}}),
 			decodeIndexErr},
+		"index_ledgers_going_back": {EncodeCheckpointIndex(nil, CheckpointIndex{Pages: []PageRef{
+			{Ledger: 4, Range: Range{0, 10}, FirstLedger: 4}, {Ledger: 5, Range: Range{10, 20}, FirstLedger: 3}}}), decodeIndexErr},
+		"page_torn":               {page[:len(page)-1], decodePageErr},
+		"page_empty":              {EncodeCheckpointPage(nil, nil), decodePageErr},
+		"page_wrong_kind":         {index, decodePageErr},
+		"page_going_back":         {EncodeCheckpointPage(nil, []ChunkRef{{Ledger: 4, Range: Range{0, 4}}, {Ledger: 3, Range: Range{4, 5}}}), decodePageErr},
+		"page_holes_excess":       {EncodeCheckpointPage(nil, []ChunkRef{{Ledger: 4, Range: Range{0, 4}, Holes: 5}}), decodePageErr},
 		"index_holes_below_start": {EncodeCheckpointIndex(nil, CheckpointIndex{Start: 5, Holes: 6}), decodeIndexErr},
 		"state_torn":              {state[:len(state)-1], decodeStateErr},
 		"state_watermark": {EncodeCheckpointState(nil, CheckpointState{Pending: []EpochRecord{{Record: Record{Kind: KindWatermark, Watermark: 3}}}}),
@@ -98,6 +111,7 @@ func TestDecodeCheckpointCorrupt(t *testing.T) {
 func decodeChunkErr(p []byte) error { _, err := DecodeCheckpointChunk(p); return err }
 func decodeIndexErr(p []byte) error { _, err := DecodeCheckpointIndex(p); return err }
 func decodeStateErr(p []byte) error { _, err := DecodeCheckpointState(p); return err }
+func decodePageErr(p []byte) error  { _, err := DecodeCheckpointPage(p); return err }
 
 // Whatever decodes must encode back to the same bytes: every checkpoint
 // entry has exactly one reading.
@@ -117,7 +131,7 @@ func FuzzDecodeCheckpointChunk(f *testing.F) {
 }
 
 func FuzzDecodeCheckpointIndex(f *testing.F) {
-	f.Add(EncodeCheckpointIndex(nil, CheckpointIndex{Epoch: 3, Start: 5, Holes: 7, Chunks: []ChunkRef{{Ledger: 4, Entry: 1, Range: Range{5, 20}, Holes: 2}}}))
+	f.Add(EncodeCheckpointIndex(nil, CheckpointIndex{Epoch: 3, Start: 5, Holes: 7, Pages: []PageRef{{Ledger: 4, Entry: 1, Range: Range{5, 20}, Holes: 2, FirstLedger: 2}}}))
 	f.Add([]byte{1, 3})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		ix, err := DecodeCheckpointIndex(p)
@@ -139,6 +153,20 @@ func FuzzDecodeCheckpointState(f *testing.F) {
 			return
 		}
 		if again := EncodeCheckpointState(nil, st); string(again) != string(p) {
+			t.Fatalf("re-encoding differs: %x vs %x", again, p)
+		}
+	})
+}
+
+func FuzzDecodeCheckpointPage(f *testing.F) {
+	f.Add(EncodeCheckpointPage(nil, []ChunkRef{{Ledger: 3, Range: Range{7, 9}}, {Ledger: 4, Entry: 2, Range: Range{9, 30}, Holes: 4}}))
+	f.Add([]byte{1, 4, 0, 0xff, 0xff, 0x03})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		chunks, err := DecodeCheckpointPage(p)
+		if err != nil {
+			return
+		}
+		if again := EncodeCheckpointPage(nil, chunks); string(again) != string(p) {
 			t.Fatalf("re-encoding differs: %x vs %x", again, p)
 		}
 	})
