@@ -218,6 +218,7 @@ type Server struct {
 	retentionMetrics *retention.Metrics
 	// logStart is the log start as last read from etcd (retention.go).
 	logStart     atomic.Uint64
+	oldest       oldestCache // status_bounded.go
 	registration *storeRegistration
 	dataLock     *os.File // flock on <data>/LOCK while the process runs
 	cancel       context.CancelFunc
@@ -436,7 +437,7 @@ func (s *Server) metricsRegistry() *prometheus.Registry {
 	if s.ingest != nil {
 		registry.MustRegister(s.ingest.Collectors()...)
 	}
-	registry.MustRegister(newStatusCollector(s))
+	registry.MustRegister(newStatusCollector(s), newBoundedCollector(s))
 	if s.store != nil {
 		registry.MustRegister(newStoreCollector(s.store), newDiskCollector(s.store))
 	}

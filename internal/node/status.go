@@ -33,6 +33,7 @@ func (s *Server) status(ctx context.Context) (*orderlogpb.StatusResponse, error)
 		resp.StoreBytes = uint64(dirSize(filepath.Join(s.cfg.DataDir, "wal")))
 		addDiskStatus(resp, s.store)
 	}
+	s.boundedState(ctx).addTo(resp)
 	return resp, nil
 }
 

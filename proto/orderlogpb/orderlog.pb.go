@@ -941,8 +941,18 @@ type StatusResponse struct {
 	DiskTotalBytes   uint64  `protobuf:"varint,11,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
 	DiskUsedFraction float64 `protobuf:"fixed64,12,opt,name=disk_used_fraction,json=diskUsedFraction,proto3" json:"disk_used_fraction,omitempty"`
 	DiskFull         bool    `protobuf:"varint,13,opt,name=disk_full,json=diskFull,proto3" json:"disk_full,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Bounded state (retention, ledger rolling, checkpoints): the log start
+	// (reads below it answer OFFSET_OUT_OF_RANGE); the ledger records in
+	// etcd and the ledgers this node's store holds; the ingest time of the
+	// message at the log start as an age in milliseconds (0: none yet); the
+	// commit-map segments this node's reader keeps in memory.
+	LogStart           uint64 `protobuf:"varint,14,opt,name=log_start,json=logStart,proto3" json:"log_start,omitempty"`
+	Ledgers            uint64 `protobuf:"varint,15,opt,name=ledgers,proto3" json:"ledgers,omitempty"`
+	StoreLedgers       uint64 `protobuf:"varint,16,opt,name=store_ledgers,json=storeLedgers,proto3" json:"store_ledgers,omitempty"`
+	OldestMessageAgeMs uint64 `protobuf:"varint,17,opt,name=oldest_message_age_ms,json=oldestMessageAgeMs,proto3" json:"oldest_message_age_ms,omitempty"`
+	CommitMapSegments  uint64 `protobuf:"varint,18,opt,name=commit_map_segments,json=commitMapSegments,proto3" json:"commit_map_segments,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -1064,6 +1074,41 @@ func (x *StatusResponse) GetDiskFull() bool {
 		return x.DiskFull
 	}
 	return false
+}
+
+func (x *StatusResponse) GetLogStart() uint64 {
+	if x != nil {
+		return x.LogStart
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetLedgers() uint64 {
+	if x != nil {
+		return x.Ledgers
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetStoreLedgers() uint64 {
+	if x != nil {
+		return x.StoreLedgers
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetOldestMessageAgeMs() uint64 {
+	if x != nil {
+		return x.OldestMessageAgeMs
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetCommitMapSegments() uint64 {
+	if x != nil {
+		return x.CommitMapSegments
+	}
+	return 0
 }
 
 type Topic struct {
@@ -1311,7 +1356,7 @@ const file_orderlog_proto_rawDesc = "" +
 	"\vnext_offset\x18\x03 \x01(\x04R\n" +
 	"nextOffset\x12\x1c\n" +
 	"\tcommitted\x18\x04 \x01(\x04R\tcommitted\"\x0f\n" +
-	"\rStatusRequest\"\xbc\x03\n" +
+	"\rStatusRequest\"\xfb\x04\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x1c\n" +
 	"\tcommitted\x18\x02 \x01(\x04R\tcommitted\x12\x1a\n" +
@@ -1327,7 +1372,12 @@ const file_orderlog_proto_rawDesc = "" +
 	" \x01(\x04R\rdiskUsedBytes\x12(\n" +
 	"\x10disk_total_bytes\x18\v \x01(\x04R\x0ediskTotalBytes\x12,\n" +
 	"\x12disk_used_fraction\x18\f \x01(\x01R\x10diskUsedFraction\x12\x1b\n" +
-	"\tdisk_full\x18\r \x01(\bR\bdiskFull\"\x1b\n" +
+	"\tdisk_full\x18\r \x01(\bR\bdiskFull\x12\x1b\n" +
+	"\tlog_start\x18\x0e \x01(\x04R\blogStart\x12\x18\n" +
+	"\aledgers\x18\x0f \x01(\x04R\aledgers\x12#\n" +
+	"\rstore_ledgers\x18\x10 \x01(\x04R\fstoreLedgers\x121\n" +
+	"\x15oldest_message_age_ms\x18\x11 \x01(\x04R\x12oldestMessageAgeMs\x12.\n" +
+	"\x13commit_map_segments\x18\x12 \x01(\x04R\x11commitMapSegments\"\x1b\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"(\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
