@@ -39,6 +39,9 @@ type FollowConfig struct {
 	// Events is told when the reader loses the commit map (and at the
 	// start) and when it is in step again.
 	Events event.Listener
+	// CheckpointRefresh spaces the loads of a newer checkpoint that a full
+	// commit-map window asks for. Default 10 s.
+	CheckpointRefresh time.Duration
 }
 
 // Follow keeps commits up to date from the sequencer leader's commit-map
@@ -48,7 +51,11 @@ type FollowConfig struct {
 func Follow(ctx context.Context, cli *clientv3.Client, commits *CommitMap, cfg FollowConfig) {
 	logger := event.OrDiscard(cfg.Logger)
 	cfg.Events.EnsureDefaults()
-	f := &follower{cli: cli, commits: commits, events: cfg.Events, since: time.Now(), logger: logger, root: ctx}
+	if cfg.CheckpointRefresh <= 0 {
+		cfg.CheckpointRefresh = 10 * time.Second
+	}
+	f := &follower{cli: cli, commits: commits, events: cfg.Events, since: time.Now(), logger: logger, root: ctx,
+		refreshEvery: cfg.CheckpointRefresh}
 	defer f.refreshes.Wait()
 	epoch, committed := commits.Committed()
 	f.events.ReaderCatchingUp(event.ReaderInfo{Epoch: epoch, Committed: committed})
@@ -86,14 +93,11 @@ type follower struct {
 	root   context.Context // Follow's
 	// refreshing is set while a newer checkpoint is loaded to shrink the
 	// window; lastRefresh is when the last load started.
-	refreshes   sync.WaitGroup
-	refreshing  atomic.Bool
-	lastRefresh time.Time
+	refreshes    sync.WaitGroup
+	refreshing   atomic.Bool
+	lastRefresh  time.Time
+	refreshEvery time.Duration
 }
-
-// checkpointRefreshEvery spaces the loads of a newer checkpoint that a
-// full window asks for.
-const checkpointRefreshEvery = 10 * time.Second
 
 // bootstrap loads the newest checkpoint into the map: the leader no
 // longer retains the records from the map's C on (OUT_OF_RANGE), and the
@@ -114,9 +118,9 @@ func (f *follower) bootstrap(ctx context.Context) error {
 }
 
 // maybeRefresh loads a newer checkpoint in the background when the window
-// is full, at most every checkpointRefreshEvery.
+// is full, at most every refreshEvery.
 func (f *follower) maybeRefresh() {
-	if !f.commits.wantsCheckpoint() || time.Since(f.lastRefresh) < checkpointRefreshEvery || !f.refreshing.CompareAndSwap(false, true) {
+	if !f.commits.wantsCheckpoint() || time.Since(f.lastRefresh) < f.refreshEvery || !f.refreshing.CompareAndSwap(false, true) {
 		return
 	}
 	f.lastRefresh = time.Now()

@@ -30,8 +30,9 @@ type Config struct {
 	Machine MachineConfig
 	// TickInterval is how often the machine's clock advances. Default 10 ms.
 	TickInterval time.Duration
-	// RetainRecords bounds the commit records kept for commit-map streams.
-	// Default 1<<20.
+	// RetainRecords bounds the commit records kept for commit-map streams
+	// below the newest checkpoint's end (those above it are all kept, up
+	// to 4× this while checkpoints fail: commitMap). Default 1<<20.
 	RetainRecords int
 	// Logger logs failures the node retries by itself; nil discards them.
 	// Leader changes are events: log them with event.Logging in Events.
