@@ -65,8 +65,10 @@ fmt:
 ## the end-to-end one comes last and ends with e2e_msgs_per_s and e2e_vs_wal_ratio
 bench: bench-wal bench-ledger bench-sequencer bench-e2e
 
+# E2E_ARGS='-server-args "--ledger-roll-bytes 64MiB --retention-bytes 512MiB"' measures it
+# while ledgers roll and retention deletes them
 bench-e2e: build
-	$(GO) run ./bench/e2e -orderlog $(BIN)
+	$(GO) run ./bench/e2e -orderlog $(BIN) $(E2E_ARGS)
 
 ## bench-cluster: 3 `orderlog node` processes (W=3 A=2) against `orderlog dev`, same run;
 ## ends with cluster_msgs_per_s and cluster_vs_single_ratio

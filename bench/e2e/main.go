@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,6 +39,7 @@ func main() {
 	size := flag.Int("size", 1024, "message size")
 	latencyRounds := flag.Int("latency-rounds", 5, "alternating ideal/e2e half-rate rounds; medians are reported (the machine's speed drifts by the minute: one slow phase should move one round, not the figure)")
 	fsyncPolicy := flag.String("fsync", "", "the server's --fsync policy (default: the server's default)")
+	serverArgs := flag.String("server-args", "", `more flags for orderlog dev, space-separated: "--ledger-roll-bytes 64MiB --retention-bytes 512MiB" measures the write path while ledgers roll and retention deletes them`)
 	flag.Parse()
 	debug.SetGCPercent(400) // as the orderlog binary does, so the load's own GC does not pad latencies
 
@@ -53,6 +55,7 @@ func main() {
 	if *fsyncPolicy != "" {
 		args = append(args, "--fsync", *fsyncPolicy)
 	}
+	args = append(args, strings.Fields(*serverArgs)...)
 	server := exec.Command(*binary, args...)
 	server.Stderr = os.Stderr
 	stdout, err := server.StdoutPipe()
