@@ -6,7 +6,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster \
+.PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster bench-longrun \
         proto proto-tools soak chaos chaos-short vet cross fmt clean
 
 ## run: build and start `orderlog dev` (everything in one process, data in ./data)
@@ -74,6 +74,16 @@ bench-e2e: build
 ## ends with cluster_msgs_per_s and cluster_vs_single_ratio
 bench-cluster: build
 	$(GO) run ./bench/cluster -orderlog $(BIN)
+
+## bench-longrun: costs against the history's length (issue 16): writes 1 KiB messages
+## up to each of LONGRUN_SIZES under --retention-bytes 2GiB and 64 MiB ledger rolls, and
+## at each size times restart to /readyz, the sequencer's takeover, a producer's takeover
+## and a fresh reader's start, and the RSS; ends with longrun_<figure>_ratio= (largest
+## size over smallest, goal ≤ 1.5), longrun_disk_ratio= and longrun_result=. The default
+## writes 50 GiB (an hour or more here); quick: make bench-longrun LONGRUN_SIZES=100k,1M,5M
+LONGRUN_SIZES ?= 1M,10M,50M
+bench-longrun: build
+	$(GO) run ./bench/longrun -orderlog $(BIN) -sizes $(LONGRUN_SIZES)
 
 bench-wal:
 	@if [ -d bench/wal ]; then $(GO) run ./bench/wal; else echo "bench-wal: not built yet"; fi
