@@ -38,8 +38,10 @@ type SequencerClient interface {
 	// Grant is one ingest incarnation's grant session.
 	Grant(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[IngestFrame, SequencerFrame], error)
 	// CommitMap streams confirmed commit records. It fails with OUT_OF_RANGE
-	// if from_offset is below the oldest retained record (replay the commit
-	// ledgers instead) and with UNAVAILABLE on a node that is not the leader.
+	// if from_offset is below the oldest retained record (load the newest
+	// checkpoint, seq/checkpoint in etcd, and subscribe from its end: the
+	// leader retains every record from there on) and with UNAVAILABLE on a
+	// node that is not the leader.
 	CommitMap(ctx context.Context, in *CommitMapRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CommitMapFrame], error)
 }
 
@@ -90,8 +92,10 @@ type SequencerServer interface {
 	// Grant is one ingest incarnation's grant session.
 	Grant(grpc.BidiStreamingServer[IngestFrame, SequencerFrame]) error
 	// CommitMap streams confirmed commit records. It fails with OUT_OF_RANGE
-	// if from_offset is below the oldest retained record (replay the commit
-	// ledgers instead) and with UNAVAILABLE on a node that is not the leader.
+	// if from_offset is below the oldest retained record (load the newest
+	// checkpoint, seq/checkpoint in etcd, and subscribe from its end: the
+	// leader retains every record from there on) and with UNAVAILABLE on a
+	// node that is not the leader.
 	CommitMap(*CommitMapRequest, grpc.ServerStreamingServer[CommitMapFrame]) error
 	mustEmbedUnimplementedSequencerServer()
 }
