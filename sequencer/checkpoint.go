@@ -16,13 +16,16 @@ import (
 //     before the new one is closed and never changes;
 //  2. replays those closed ledgers on top of the previous checkpoint's
 //     state (buildCheckpoint, no I/O) and writes the newly settled map as
-//     chunks, then the state and the index, into a new checkpoint ledger,
-//     which it seals (every entry confirmed, closed);
+//     chunks, then the index pages (the previous last page again unless
+//     it was full), the state and the index root, into a new checkpoint
+//     ledger, which it seals (every entry confirmed, closed);
 //  3. switches seq/checkpoint to it by CAS (epoch and the pointer's
 //     revision): from here on a takeover starts from it;
 //  4. deletes the commit ledgers before the new one, then drops them from
 //     seq/commit-ledgers by CAS;
-//  5. deletes the checkpoint ledgers the new index no longer names.
+//  5. deletes the previous checkpoint ledger unless the new index names
+//     it, and those of pages dropped under the floor
+//     (unreferencedCheckpointLedgers).
 //
 // A crash between any two steps leaves a readable, consistent state: until
 // step 3 the old pointer and the whole list stand (an abandoned checkpoint
