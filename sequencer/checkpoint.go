@@ -104,6 +104,22 @@ type checkpointTrack struct {
 	dropped    []PageRef
 }
 
+// startFromCheckpoint makes the checkpoint a takeover started from the
+// one the leader's next checkpoint builds on.
+func (l *leader) startFromCheckpoint(ctx context.Context, head commitLogHead) error {
+	l.ckptLedgers, _ = l.node.cfg.Ledgers.(CheckpointLedgers)
+	l.ckpt = checkpointTrack{pointer: head.pointer, rev: head.pointerRev}
+	l.mu.lastCheckpoint = time.Now()
+	if head.pointer.IsZero() || l.ckptLedgers == nil {
+		return nil
+	}
+	// The replay read the state unless the cache held it: read it again
+	// (one entry) for the next checkpoint, which starts from it.
+	var err error
+	l.ckpt.state, err = readCheckpointState(ctx, l.ckptLedgers, head.pointer)
+	return err
+}
+
 // maybeCheckpointLocked asks for a roll when a checkpoint is due; the roll
 // starts it (leader_roll.go).
 func (l *leader) maybeCheckpointLocked() {

@@ -237,21 +237,11 @@ func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, el
 	epochWritten := time.Now()
 	// Step 2: fence, recover and replay the previous commit ledgers after
 	// the newest checkpoint, on top of its state.
-	head, err := readHead(lctx, n.cfg.Etcd)
+	head, kept, replayed, entries, err := n.replayLog(lctx)
 	if err != nil {
 		return err
 	}
 	list, listRev := head.list, head.listRev
-	kept, err := head.kept()
-	if err != nil {
-		return err
-	}
-	base := n.replayBase(head.pointer)
-	replayed, _, entries, err := n.replays.replayFrom(lctx, base, kept.ids(), n.cfg.Ledgers.ReadCommitLog)
-	if err != nil {
-		return err
-	}
-	n.replays.keepFrom(base.ledger, kept.ids(), replayed) // every one is closed now
 	replayDone := time.Now()
 	// Step 3: R, and the older ledgers.
 	t, err := n.takeover(lctx, store, epoch, replayed.C, list)
@@ -262,16 +252,9 @@ func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, el
 	l := &leader{node: n, epoch: epoch, store: store, ctl: n.cfg.Ledgers, ctx: lctx, cancel: cancel, confirm: make(chan struct{}, 1),
 		electionKey: electionKey}
 	l.lac.Store(-1)
-	l.ckptLedgers, _ = n.cfg.Ledgers.(CheckpointLedgers)
-	l.ckpt = checkpointTrack{pointer: head.pointer, rev: head.pointerRev}
-	if !head.pointer.IsZero() && l.ckptLedgers != nil {
-		// The replay read it unless the cache held it: read it again (one
-		// entry) for the next checkpoint, which starts from it.
-		if l.ckpt.state, err = readCheckpointState(lctx, l.ckptLedgers, head.pointer); err != nil {
-			return err
-		}
+	if err := l.startFromCheckpoint(lctx, head); err != nil {
+		return err
 	}
-	l.mu.lastCheckpoint = time.Now()
 	commit, err := n.cfg.Ledgers.CreateCommitLog(lctx, epoch, electionKey, l.onConfirm)
 	if err != nil {
 		return err
@@ -314,6 +297,25 @@ func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, el
 	n.cfg.Events.LeaderLost(event.LeaderInfo{Address: n.cfg.Address, Epoch: epoch, Reason: l.endReason(ctx, sess),
 		Took: time.Since(elected)})
 	return nil
+}
+
+// replayLog is step 2 of a takeover: it reads the checkpoint pointer and
+// the commit-ledger list, fences, recovers and replays the list from the
+// checkpoint's FirstKept on top of its state (from the replay cache's
+// prefix on), and keeps the replay (every ledger is closed now).
+func (n *Node) replayLog(ctx context.Context) (head commitLogHead, kept commitLedgerList, replayed CommitMap, entries int, err error) {
+	if head, err = readHead(ctx, n.cfg.Etcd); err != nil {
+		return
+	}
+	if kept, err = head.kept(); err != nil {
+		return
+	}
+	base := n.replayBase(head.pointer)
+	if replayed, _, entries, err = n.replays.replayFrom(ctx, base, kept.ids(), n.cfg.Ledgers.ReadCommitLog); err != nil {
+		return
+	}
+	n.replays.keepFrom(base.ledger, kept.ids(), replayed)
+	return
 }
 
 func (n *Node) takeover(ctx context.Context, store *epochStore, epoch, c0 uint64, list commitLedgerList) (Takeover, error) {
