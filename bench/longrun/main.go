@@ -165,6 +165,10 @@ func (b *bench) run(sizes []int64, disk *diskWatch) []sizeResult {
 		} else {
 			check(err)
 		}
+		left := float64(sizes[len(sizes)-1]-total.Load()) / rate
+		fmt.Printf("size %s: written at %.0f msg/s; ETA: %s of writes left, run ~%s more (elapsed %s)\n", count(target), rate, seconds(left),
+			(time.Duration(left*float64(time.Second)) + time.Duration(len(sizes)-i)*max(measuring, time.Duration(b.rounds)*15*time.Second)).Round(time.Second),
+			time.Since(runStart).Round(time.Second))
 		measureStart := time.Now()
 		res := b.measureSize(count(target), total.Load(), rate, disk)
 		measuring = time.Since(measureStart)
@@ -301,6 +305,9 @@ func (b *bench) summarize(results []sizeResult, retentionBytes int64, disk *disk
 			failed = append(failed, f.name)
 		}
 	}
+	restarted := float64(last.rssAfterRounds) / float64(first.rssAfterRounds)
+	fmt.Printf("longrun_rss_restarted_ratio=%.2f (not a goal: RSS of the dev restarted on the history after its rounds, %s at %s, %s at %s; the RSS after the writes holds the write load's garbage too)\n",
+		restarted, mib(last.rssAfterRounds), last.label, mib(first.rssAfterRounds), first.label)
 	_, largest := disk.current()
 	diskRatio := float64(largest) / float64(retentionBytes)
 	fmt.Printf("longrun_disk_ratio=%.2f (largest data directory %s over --retention-bytes %s)\n", diskRatio, gib(largest), gib(retentionBytes))
