@@ -362,6 +362,9 @@ func (s *Server) startRoles(ctx context.Context) error {
 	s.startRereplication(ctx) // rereplication.go
 	s.startRetention(ctx)     // retention.go
 	go retention.WatchStart(ctx, s.cli, s.noteLogStart)
+	if s.reader != nil {
+		go retention.WatchRetained(ctx, s.cli, s.reader.SetRetained)
+	}
 	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
 	return nil
 }
@@ -438,6 +441,12 @@ func (s *Server) metricsRegistry() *prometheus.Registry {
 		registry.MustRegister(s.ingest.Collectors()...)
 	}
 	registry.MustRegister(newStatusCollector(s), newBoundedCollector(s))
+	if s.sequencer != nil { // checkpoint age, size, retained commit records
+		registry.MustRegister(sequencer.NewCollector(s.sequencer))
+	}
+	if s.reader != nil { // the commit map's window and chunk cache
+		registry.MustRegister(reader.NewCollector(s.reader.Commits()))
+	}
 	if s.store != nil {
 		registry.MustRegister(newStoreCollector(s.store), newDiskCollector(s.store))
 	}
