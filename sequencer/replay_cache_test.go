@@ -134,3 +134,43 @@ func TestReplayCacheGivesWayToAnotherList(t *testing.T) {
 		t.Fatal("a longer fold does not cover its prefix")
 	}
 }
+
+// TestReplayCacheOnACheckpoint: a replay on top of a checkpoint reads its
+// state once, then only the ledgers after the cached prefix; a cache of
+// another checkpoint (or none) holds nothing for it; and the result is
+// the whole log's replay.
+func TestReplayCacheOnACheckpoint(t *testing.T) {
+	log := commitLogOf()
+	b, err := buildCheckpoint(nil, nil, nil, append(slices.Clone(log[10]), log[11]...), 0, 4, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := 0
+	base := replayBase{ledger: 40, state: func(context.Context) (*CheckpointState, error) { states++; return &b.State, nil }}
+	var read []uint64
+	reader := func(_ context.Context, id uint64) ([][]byte, error) {
+		read = append(read, id)
+		return log[id], nil
+	}
+	var c replayCache
+	c.keep([]uint64{12}, CommitMap{C: 99}) // a cache of the same ids, but from the log's start
+	got, folded, _, err := c.replayFrom(context.Background(), base, []uint64{12}, reader)
+	if err != nil || folded != 1 || states != 1 || !slices.Equal(read, []uint64{12}) {
+		t.Fatalf("replay from the checkpoint: folded %d, %d state reads, ledgers %v, err %v", folded, states, read, err)
+	}
+	whole, err := Replay(append(append(slices.Clone(log[10]), log[11]...), log[12]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.C != whole.C || got.Epoch != whole.Epoch {
+		t.Fatalf("C %d epoch %d, want %d %d", got.C, got.Epoch, whole.C, whole.Epoch)
+	}
+	c.keepFrom(40, []uint64{12}, got)
+	read = nil
+	if _, folded, _, err := c.replayFrom(context.Background(), base, []uint64{12}, reader); err != nil || folded != 1 || states != 1 || len(read) != 0 {
+		t.Fatalf("cached: folded %d, %d state reads, ledgers %v, err %v", folded, states, read, err)
+	}
+	if c.coversFrom(41, []uint64{12}) || !c.coversFrom(40, []uint64{12}) || c.covers([]uint64{12}) {
+		t.Fatal("the cache answers for another checkpoint")
+	}
+}
