@@ -43,6 +43,9 @@
 // ledgers and rebuilds the producer's last durable seq and dedup window
 // from them, then answers the resent frames. A refusal there means:
 //   - PRODUCER_FENCED: a newer instance of the producer exists; fatal.
+//   - PRODUCER_EXPIRED: the producer was idle past the cluster's
+//     --producer-expiry and its state is gone; fatal for this instance:
+//     NewProducer again (its sequence starts over at 0).
 //   - OUT_OF_ORDER_SEQUENCE: resend from the oldest unacknowledged frame,
 //     if the node's expected seq is one the producer still holds; if it
 //     expects an older one, acknowledged messages are missing (possible

@@ -167,7 +167,7 @@ func (n *Node) createLedger(epoch int64, incarnation string, snapshot []producer
 		}
 	}
 	w, err := ledger.Create(ctx, n.etcd, ledger.CreateOptions{
-		Epoch: epoch, WriterIncarnation: incarnation, Ensemble: members, W: n.cfg.W,
+		Epoch: epoch, WriterIncarnation: incarnation, Kind: ledger.KindIngest, Ensemble: members, W: n.cfg.W,
 		AckQuorum: n.cfg.A, Tolerate: n.cfg.Tolerate, Stores: n.stores, Writer: opts,
 	})
 	if err != nil {
@@ -292,6 +292,9 @@ func (n *Node) checkEnsemble() {
 // ledgerFailed tells the machine the ledger can take no more writes, and
 // notes why for its LedgerClosed event.
 func (n *Node) ledgerFailed(id uint64, reason string) {
+	if id != 0 && id == n.machine.RollLedger() {
+		n.rollFailed() // a roll's ledger that failed at once: not again at the next tick
+	}
 	n.noteCloseReason(id, reason)
 	n.machine.LedgerFailed(id)
 }

@@ -119,7 +119,10 @@ func markExpired(ctx context.Context, cli *clientv3.Client, p coordinator.OwnedP
 		if rec.Owner != incarnation || rec.Gen != p.OwnerGen {
 			return fmt.Errorf("producer %d moved to %s: %w", p.Producer, rec.Owner, errNotOwner)
 		}
-		rec.Expired, rec.StateLedger = true, 0
+		// A new generation: a write the old session still has on its way
+		// (a roll's state-ledger advance) compares the old one and fails,
+		// also after InitProducer starts the producer over at this node.
+		rec.Expired, rec.StateLedger, rec.Gen = true, 0, rec.Gen+1
 		if err := casProducer(ctx, cli, rec, modRevision); !errors.Is(err, errConflict) {
 			return err
 		}

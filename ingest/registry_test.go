@@ -8,10 +8,12 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	"orderlog/internal/apierr"
 	"orderlog/internal/etcdtest"
 	"orderlog/internal/keys"
+	"orderlog/proto/orderlogpb"
 )
 
 func startEtcd(t *testing.T) *clientv3.Client { return etcdtest.Client(t) }
@@ -134,13 +136,13 @@ func TestTopicsCreateListAndEnsure(t *testing.T) {
 	cli := startEtcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := CreateTopic(ctx, cli, "orders"); err != nil {
+	if err := CreateTopic(ctx, cli, "orders", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := CreateTopic(ctx, cli, "orders"); apierr.As(err).Code != apierr.TopicExists {
+	if err := CreateTopic(ctx, cli, "orders", nil); apierr.As(err).Code != apierr.TopicExists {
 		t.Fatalf("second create: %v", err)
 	}
-	if err := CreateTopic(ctx, cli, "no/slashes"); apierr.As(err).Code != apierr.InvalidArgument {
+	if err := CreateTopic(ctx, cli, "no/slashes", nil); apierr.As(err).Code != apierr.InvalidArgument {
 		t.Fatalf("bad name: %v", err)
 	}
 	if err := ensureTopic(ctx, cli, "orders"); err != nil {
@@ -149,9 +151,21 @@ func TestTopicsCreateListAndEnsure(t *testing.T) {
 	if err := ensureTopic(ctx, cli, "audit"); err != nil {
 		t.Fatal(err)
 	}
-	names, err := ListTopics(ctx, cli)
-	if err != nil || len(names) != 2 || names[0] != "audit" || names[1] != "orders" {
-		t.Fatalf("topics %v %v", names, err)
+	topics, err := ListTopics(ctx, cli)
+	if err != nil || len(topics) != 2 || topics[0].Name != "audit" || topics[1].Name != "orders" || topics[0].Config.CleanupPolicy != "delete" {
+		t.Fatalf("topics %v %v", topics, err)
+	}
+	compacted := &orderlogpb.TopicConfig{CleanupPolicy: "compact", DeleteRetentionMs: 1000}
+	if err := CreateTopic(ctx, cli, "users", compacted); err != nil {
+		t.Fatal(err)
+	}
+	if topics, err = ListTopics(ctx, cli); err != nil || len(topics) != 3 || !proto.Equal(topics[2].Config, compacted) {
+		t.Fatalf("topics %v %v", topics, err)
+	}
+	for _, bad := range []*orderlogpb.TopicConfig{{CleanupPolicy: "shred"}, {RetentionMs: -2}, {DeleteRetentionMs: -1}} {
+		if err := CreateTopic(ctx, cli, "bad", bad); apierr.As(err).Code != apierr.InvalidArgument {
+			t.Fatalf("%v: %v", bad, err)
+		}
 	}
 }
 

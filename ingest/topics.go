@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,14 +22,24 @@ type topicRecord struct {
 	Version int    `json:"version"`
 	Name    string `json:"name"`
 	Created string `json:"created"`
+	// The cleanup configuration (orderlogpb.TopicConfig; retention reads
+	// these fields: ingest/retention/topics.go).
+	CleanupPolicy     string `json:"cleanup_policy,omitempty"`
+	RetentionMs       int64  `json:"retention_ms,omitempty"`
+	DeleteRetentionMs int64  `json:"delete_retention_ms,omitempty"`
 }
 
-// CreateTopic creates a topic; TOPIC_EXISTS if it is there already.
-func CreateTopic(ctx context.Context, cli *clientv3.Client, name string) error {
+// CreateTopic creates a topic with a cleanup configuration (nil: the
+// defaults); TOPIC_EXISTS if it is there already.
+func CreateTopic(ctx context.Context, cli *clientv3.Client, name string, config *orderlogpb.TopicConfig) error {
 	if err := httpapi.ValidateTopicName(name); err != nil {
 		return err
 	}
-	value, err := json.Marshal(topicRecord{Version: 1, Name: name, Created: time.Now().UTC().Format(time.RFC3339)})
+	if err := validateTopicConfig(config); err != nil {
+		return err
+	}
+	value, err := json.Marshal(topicRecord{Version: 1, Name: name, Created: time.Now().UTC().Format(time.RFC3339),
+		CleanupPolicy: config.GetCleanupPolicy(), RetentionMs: config.GetRetentionMs(), DeleteRetentionMs: config.GetDeleteRetentionMs()})
 	if err != nil {
 		return err
 	}
@@ -43,24 +54,43 @@ func CreateTopic(ctx context.Context, cli *clientv3.Client, name string) error {
 	return nil
 }
 
-// ListTopics returns the topic names in order.
-func ListTopics(ctx context.Context, cli *clientv3.Client) ([]string, error) {
-	resp, err := cli.Get(ctx, keys.TopicsPrefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+// validateTopicConfig refuses a cleanup configuration that means nothing.
+func validateTopicConfig(c *orderlogpb.TopicConfig) error {
+	switch {
+	case c == nil:
+		return nil
+	case c.CleanupPolicy != "" && c.CleanupPolicy != "delete" && c.CleanupPolicy != "compact":
+		return apierr.New(apierr.InvalidArgument, "cleanup_policy %q: want \"delete\" or \"compact\"", c.CleanupPolicy)
+	case c.RetentionMs < -1:
+		return apierr.New(apierr.InvalidArgument, "retention_ms %d: want ≥ 0, or -1 for forever", c.RetentionMs)
+	case c.DeleteRetentionMs < 0:
+		return apierr.New(apierr.InvalidArgument, "delete_retention_ms %d: want ≥ 0", c.DeleteRetentionMs)
+	}
+	return nil
+}
+
+// ListTopics returns the topics in name order, with their configuration.
+func ListTopics(ctx context.Context, cli *clientv3.Client) ([]*orderlogpb.Topic, error) {
+	resp, err := cli.Get(ctx, keys.TopicsPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, apierr.New(apierr.Unavailable, "list topics: %v", err)
 	}
-	names := make([]string, 0, len(resp.Kvs))
+	topics := make([]*orderlogpb.Topic, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		names = append(names, strings.TrimPrefix(string(kv.Key), keys.TopicsPrefix))
+		var rec topicRecord
+		_ = json.Unmarshal(kv.Value, &rec) // a record that does not decode lists with the defaults
+		topics = append(topics, &orderlogpb.Topic{Name: strings.TrimPrefix(string(kv.Key), keys.TopicsPrefix),
+			Config: &orderlogpb.TopicConfig{CleanupPolicy: cmp.Or(rec.CleanupPolicy, "delete"), RetentionMs: rec.RetentionMs,
+				DeleteRetentionMs: rec.DeleteRetentionMs}})
 	}
-	sort.Strings(names)
-	return names, nil
+	sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
+	return topics, nil
 }
 
 // ensureTopic creates a topic unless it exists (topics are created on
 // first use, as well as explicitly).
 func ensureTopic(ctx context.Context, cli *clientv3.Client, name string) error {
-	err := CreateTopic(ctx, cli, name)
+	err := CreateTopic(ctx, cli, name, nil)
 	if err == nil || apierr.As(err).Code == apierr.TopicExists {
 		return nil
 	}

@@ -1,11 +1,6 @@
 package reader
 
-import (
-	"strconv"
-	"sync/atomic"
-
-	"orderlog/internal/apierr"
-)
+import "sync/atomic"
 
 // logStart is the log start offset retention set (keys.LogStart): offsets
 // below it are deleted, and reads of them answer OFFSET_OUT_OF_RANGE with
@@ -30,12 +25,3 @@ func (r *Reader) SetLogStart(start uint64) {
 
 // LogStart is the log start the reader refuses reads below.
 func (r *Reader) LogStart() uint64 { return r.start.offset.Load() }
-
-// checkStart refuses a read from below the log start.
-func (r *Reader) checkStart(from uint64) error {
-	if start := r.LogStart(); from < start {
-		return apierr.New(apierr.OffsetOutOfRange, "offset %d is below the log start %d: older messages were deleted by retention", from, start).
-			With("log_start", strconv.FormatUint(start, 10))
-	}
-	return nil
-}

@@ -30,9 +30,10 @@ func (f Filter) matches(topic string, key []byte, ingestTime int64) bool {
 
 // Reader serves reads from a commit map and an entry source.
 type Reader struct {
-	commits *CommitMap
-	entries EntrySource
-	start   logStart
+	commits  *CommitMap
+	entries  EntrySource
+	start    logStart
+	retained retainedSet
 	// PageMessages bounds the messages in one response frame.
 	PageMessages int
 }
@@ -83,6 +84,9 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 	}
 	page := &orderlogpb.ReadResponse{NextOffset: from, Committed: committed}
 	budget := &pageBudget{limit: limit, bytes: PageBytes}
+	if start := r.LogStart(); from < start {
+		return page, r.readRetained(ctx, from, start, page, budget, filter)
+	}
 	for examined := 0; examined < PageSegments && !budget.full(page) && page.NextOffset < committed; {
 		segments, _, err := r.commits.Segments(ctx, page.NextOffset, committed, min(pageChunk, PageSegments-examined))
 		switch {
@@ -93,6 +97,13 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 		}
 		if len(segments) == 0 {
 			return nil, &apierr.Error{Code: apierr.Internal, Message: fmt.Sprintf("reader: nothing decides offset %d below C=%d", page.NextOffset, committed)}
+		}
+		if segments[0].First > page.NextOffset {
+			// Retention moved the log start past NextOffset while the page
+			// was read (SetLogStart trimmed the map): the page ends here,
+			// and the next one starts below the start (the retained set,
+			// or OFFSET_OUT_OF_RANGE), never with a silent gap.
+			return page, nil
 		}
 		for _, seg := range segments {
 			if budget.full(page) {

@@ -52,6 +52,6 @@ func (m *Machine) OwnershipLost(err error) {
 	m.buckets = [IdempotencyBuckets]*keyBucket{}
 	m.bucketOf = make(map[uint64]*keyBucket)
 	m.table = producer.NewTable(m.cfg.DedupWindow)
-	m.ledger = openLedger{lastClosed: m.ledger.lastClosed} // the owner closes it as the old incarnation
+	m.ledger = openLedger{lastClosed: m.ledger.lastClosed, nextLAC: -1} // the owner closes it as the old incarnation
 	m.refusedInARow = 0
 }

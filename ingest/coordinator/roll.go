@@ -31,6 +31,10 @@ func (m *Machine) Roll(reason string) bool {
 	return true
 }
 
+// RollLedger is the roll's next ledger while it waits for the switch (0:
+// none).
+func (m *Machine) RollLedger() uint64 { return m.ledger.next }
+
 // Tick gives the machine the time, for producer idleness (no decision of
 // order or durability reads it).
 func (m *Machine) Tick(now time.Time) { m.now = now }

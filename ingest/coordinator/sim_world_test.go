@@ -137,7 +137,7 @@ type simNode struct {
 	m           *Machine
 	alive       bool
 	writers     map[uint64]bool // the ledgers the driver has open: the machine's, and a roll's next
-	inbox       []*Frame // sent by clients, not yet taken up: a stream, in order
+	inbox       []*Frame        // sent by clients, not yet taken up: a stream, in order
 	grants      []pipeline.GrantRequest
 	pending     []simEvent // answers of slow operations, delivered in any order
 	opening     bool

@@ -19,7 +19,7 @@ type Service interface {
 	// Query returns one page of messages in offset order, below C.
 	Query(ctx context.Context, req *orderlogpb.QueryRequest) (*orderlogpb.ReadResponse, error)
 	Status(ctx context.Context) (*orderlogpb.StatusResponse, error)
-	CreateTopic(ctx context.Context, name string) error
+	CreateTopic(ctx context.Context, name string, config *orderlogpb.TopicConfig) error
 	ListTopics(ctx context.Context) ([]string, error)
 }
 
@@ -107,7 +107,10 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) createTopic(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Name string `json:"name"`
+		Name              string `json:"name"`
+		CleanupPolicy     string `json:"cleanup_policy"`
+		RetentionMs       int64  `json:"retention_ms"`
+		DeleteRetentionMs int64  `json:"delete_retention_ms"`
 	}
 	if err := h.decodeBody(r, &body); err != nil {
 		apierr.WriteHTTP(w, err)
@@ -117,7 +120,8 @@ func (h *Handler) createTopic(w http.ResponseWriter, r *http.Request) {
 		apierr.WriteHTTP(w, err)
 		return
 	}
-	if err := h.service.CreateTopic(r.Context(), body.Name); err != nil {
+	config := &orderlogpb.TopicConfig{CleanupPolicy: body.CleanupPolicy, RetentionMs: body.RetentionMs, DeleteRetentionMs: body.DeleteRetentionMs}
+	if err := h.service.CreateTopic(r.Context(), body.Name, config); err != nil {
 		apierr.WriteHTTP(w, err)
 		return
 	}

@@ -51,7 +51,9 @@ func (s *recordingService) Query(context.Context, *orderlogpb.QueryRequest) (*or
 func (s *recordingService) Status(context.Context) (*orderlogpb.StatusResponse, error) {
 	return &orderlogpb.StatusResponse{Epoch: 4, Committed: 9}, s.refuse
 }
-func (s *recordingService) CreateTopic(context.Context, string) error { return s.refuse }
+func (s *recordingService) CreateTopic(context.Context, string, *orderlogpb.TopicConfig) error {
+	return s.refuse
+}
 func (s *recordingService) ListTopics(context.Context) ([]string, error) {
 	return []string{"a", "b"}, s.refuse
 }

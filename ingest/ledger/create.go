@@ -42,6 +42,8 @@ type CreateOptions struct {
 	// WriterKey is the liveness key compared at creation; empty means
 	// keys.Ingest(WriterIncarnation). The sequencer passes its election key.
 	WriterKey string
+	// Kind says what the ledger holds (Metadata.Kind).
+	Kind Kind
 	// Ensemble lists the stores, with the incarnations to write to: W of
 	// them, or fewer (at least A) when fewer are live — a degraded ledger,
 	// whose every ack is still on A fsynced copies and which re-replication
@@ -185,6 +187,7 @@ func Create(ctx context.Context, cli *clientv3.Client, o CreateOptions) (*Writer
 		A:                 o.AckQuorum,
 		State:             StateOpen,
 		LastEntry:         -1,
+		Kind:              o.Kind,
 	}
 	m, err = createRecord(ctx, cli, m, writerKey)
 	if err != nil {

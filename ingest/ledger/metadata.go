@@ -68,11 +68,22 @@ type Metadata struct {
 	// field existed). Retention reads both (ingest/retention).
 	Bytes    int64 `json:"bytes,omitempty"`
 	ClosedAt int64 `json:"closed_at,omitempty"`
+	// Kind says what the ledger holds; "" for ledgers created before it
+	// existed (and the sequencer's own).
+	Kind Kind `json:"kind,omitempty"`
 
 	// ModRevision is the etcd revision the record was read at; it is the
 	// compare of the next state change. Not encoded.
 	ModRevision int64 `json:"-"`
 }
+
+// Kind is what a ledger holds.
+type Kind string
+
+// KindIngest: an ingest node's ledger, producer snapshots and batches.
+// Retention deletes one holding only snapshots once it is closed and no
+// producer's state needs it.
+const KindIngest Kind = "ingest"
 
 // Degraded reports whether the ensemble has fewer members than intended.
 func (m Metadata) Degraded() bool { return m.W < m.IntendedW }

@@ -51,8 +51,8 @@ type Writer struct {
 		// confirmedFirst/End is the hull of non-empty spans of entries <= LAC.
 		confirmedFirst, confirmedEnd uint64
 		// confirmedBytes is the payload bytes of entries <= LAC.
-		confirmedBytes int64
-		hasConfirmedOffsets          bool
+		confirmedBytes      int64
+		hasConfirmedOffsets bool
 		// reported is the last LAC given to OnConfirm.
 		reported int64
 		// reportedLocal is the last entry given to OnLocalDurable.

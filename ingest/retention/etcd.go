@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -24,6 +25,7 @@ type clusterState struct {
 	// never written), compared when it moves.
 	start         uint64
 	startRevision int64
+	retained      Retained
 }
 
 func readState(ctx context.Context, cli *clientv3.Client) (clusterState, error) {
@@ -38,7 +40,10 @@ func readState(ctx context.Context, cli *clientv3.Client) (clusterState, error) 
 	if st.deleting, err = readDeleting(ctx, cli); err != nil {
 		return st, err
 	}
-	st.producers, err = readProducers(ctx, cli)
+	if st.producers, err = readProducers(ctx, cli); err != nil {
+		return st, err
+	}
+	st.retained, err = ReadRetained(ctx, cli)
 	return st, err
 }
 
@@ -128,24 +133,31 @@ func readProducers(ctx context.Context, cli *clientv3.Client) ([]Producer, error
 		if err := json.Unmarshal(kv.Value, &f); err != nil {
 			return nil, fmt.Errorf("decode producer %q: %w", kv.Key, err)
 		}
-		out = append(out, Producer{ID: f.ID, Owner: f.Owner, StateLedger: f.StateLedger, Expired: f.Expired, OwnerLive: alive[f.Owner]})
+		out = append(out, Producer{ID: f.ID, Owner: f.Owner, StateLedger: f.StateLedger, Expired: f.Expired, OwnerLive: alive[f.Owner],
+			ModRevision: kv.ModRevision})
 	}
 	return out, nil
 }
 
 // expireOrphan marks the producer's record expired (as its owner would at
-// a roll), if its owner is still gone and the record unchanged since read.
-func expireOrphan(ctx context.Context, cli *clientv3.Client, id uint64) error {
+// a roll), if it is still the record the pass judged (its mod revision)
+// and its owner is still gone.
+func expireOrphan(ctx context.Context, cli *clientv3.Client, p Producer) error {
+	id := p.ID
 	resp, err := cli.Get(ctx, keys.Producer(id))
 	if err != nil || len(resp.Kvs) == 0 {
 		return fmt.Errorf("read producer %d: %v", id, err)
+	}
+	if resp.Kvs[0].ModRevision != p.ModRevision {
+		return errRaced
 	}
 	var record map[string]any
 	if err := json.Unmarshal(resp.Kvs[0].Value, &record); err != nil {
 		return err
 	}
 	owner, _ := record["owner"].(string)
-	record["expired"], record["state_ledger"] = true, 0
+	gen, _ := record["gen"].(float64)
+	record["expired"], record["state_ledger"], record["gen"] = true, 0, uint64(gen)+1 // as the owner's expiry does
 	value, err := json.Marshal(record)
 	if err != nil {
 		return err
@@ -161,6 +173,20 @@ func expireOrphan(ctx context.Context, cli *clientv3.Client, id uint64) error {
 		return errRaced
 	}
 	return nil
+}
+
+// deleteCallTimeout bounds one store's DeleteLedger.
+const deleteCallTimeout = 5 * time.Second
+
+func deleteCopy(ctx context.Context, stores ledger.Dialer, member ledger.Member, id uint64) error {
+	client, err := stores.Client(member)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, deleteCallTimeout)
+	defer cancel()
+	_, err = client.DeleteLedger(ctx, &walpb.DeleteLedgerRequest{LedgerId: id})
+	return err
 }
 
 // mark records that m is being deleted, if its record is unchanged.
@@ -182,15 +208,28 @@ func mark(ctx context.Context, cli *clientv3.Client, m ledger.Metadata) error {
 // together, if the record did not change meanwhile (an ensemble change
 // re-replication made before it saw the mark: the next pass deletes the
 // new member's copy too).
+//
+// Every member is asked, each call bounded by deleteCallTimeout (a paused
+// store must not stall the pass); a member lost for good (its store came
+// back empty, or another store holds its address: ledger.LostMembers) has
+// no copy to delete.
 func deleteLedger(ctx context.Context, cli *clientv3.Client, stores ledger.Dialer, m ledger.Metadata) error {
-	for _, member := range m.Ensemble {
-		client, err := stores.Client(member)
-		if err == nil {
-			_, err = client.DeleteLedger(ctx, &walpb.DeleteLedgerRequest{LedgerId: m.ID})
+	registered, err := ledger.LiveStores(ctx, cli)
+	if err != nil {
+		return err
+	}
+	lost := ledger.LostMembers(m.Ensemble, registered)
+	var errs []error
+	for i, member := range m.Ensemble {
+		if lost[i] {
+			continue
 		}
-		if err != nil {
-			return fmt.Errorf("delete ledger %d on store %s (%s): %w", m.ID, member.StoreID, member.Address, err)
+		if err := deleteCopy(ctx, stores, member, m.ID); err != nil {
+			errs = append(errs, fmt.Errorf("store %s (%s): %w", member.StoreID, member.Address, err))
 		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("delete ledger %d: %w", m.ID, errors.Join(errs...))
 	}
 	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(keys.Ledger(m.ID)), "=", m.ModRevision)).
 		Then(clientv3.OpDelete(keys.Ledger(m.ID)), clientv3.OpDelete(keys.LedgerDeleting(m.ID))).Commit()

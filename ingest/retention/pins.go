@@ -14,6 +14,8 @@ type Producer struct {
 	Expired     bool
 	// OwnerLive: the owner incarnation's liveness key exists.
 	OwnerLive bool
+	// ModRevision is the record's when read: the orphan expiry compares it.
+	ModRevision int64
 }
 
 // Pins are the ledgers the producers' rebuilds read: each producer's state

@@ -24,11 +24,22 @@ type Input struct {
 	Ledgers []ledger.Metadata
 	// Deleting are the ledgers already marked for deletion.
 	Deleting map[uint64]bool
-	// Pinned are ledgers a producer's rebuild reads (Pins).
+	// Pinned are ledgers a producer's rebuild reads (Pins), and the
+	// retained set's.
 	Pinned map[uint64]bool
+	// Retained are the retained set's ledgers: not the log's, not counted
+	// against the byte limit.
+	Retained map[uint64]bool
 	// Committed is C; Start the current log start.
 	Committed, Start uint64
 	Now              time.Time
+	// DeleteUpTo bounds the deletions: only ledgers below a start that
+	// has stood for the grace go (readers learn a start by a watch, and a
+	// reader still reading below it finds its ledgers there meanwhile).
+	// Grace: only ledgers closed at least that long ago go (a producer's
+	// state may be recorded in a ledger a moment after it closed).
+	DeleteUpTo uint64
+	Grace      time.Duration
 }
 
 // Decision is a pass's outcome.
@@ -47,7 +58,7 @@ const defaultBytesPerOffset = 1100
 func Plan(in Input, p Policy) Decision {
 	data := dataLedgers(in)
 	start := max(in.Start, min(in.Committed, max(startByAge(data, p, in.Now), startByBytes(data, p))))
-	return Decision{Start: start, Delete: deletable(in, start)}
+	return Decision{Start: start, Delete: deletable(in, min(start, in.DeleteUpTo))}
 }
 
 // dataLedgers are the closed ledgers holding offsets not yet all below the
@@ -56,11 +67,13 @@ func Plan(in Input, p Policy) Decision {
 func dataLedgers(in Input) []ledger.Metadata {
 	var out []ledger.Metadata
 	for _, m := range in.Ledgers {
-		if m.State == ledger.StateClosed && m.HasOffsets() && !in.Deleting[m.ID] && m.EndOffset > in.Start {
+		if m.State == ledger.StateClosed && m.HasOffsets() && !in.Deleting[m.ID] && !in.Retained[m.ID] && m.EndOffset > in.Start {
 			out = append(out, m)
 		}
 	}
-	slices.SortFunc(out, func(a, b ledger.Metadata) int { return cmp.Or(cmp.Compare(a.EndOffset, b.EndOffset), cmp.Compare(a.ID, b.ID)) })
+	slices.SortFunc(out, func(a, b ledger.Metadata) int {
+		return cmp.Or(cmp.Compare(a.EndOffset, b.EndOffset), cmp.Compare(a.ID, b.ID))
+	})
 	return out
 }
 
@@ -74,7 +87,9 @@ func startByAge(data []ledger.Metadata, p Policy, now time.Time) uint64 {
 	cutoff := now.Add(-p.Age).UnixMilli()
 	var start uint64
 	for _, m := range data {
-		if m.ClosedAt <= cutoff {
+		// A ledger closed before closed_at existed has an unknown age: it
+		// goes once a later ledger is old enough (its offsets are lower).
+		if m.ClosedAt != 0 && m.ClosedAt <= cutoff {
 			start = max(start, m.EndOffset)
 		}
 	}
@@ -127,10 +142,11 @@ func bytesPerOffset(data []ledger.Metadata) float64 {
 }
 
 // deletable are the closed, unpinned, unmarked ledgers wholly below start:
-// those holding offsets, and those without (only producer snapshots) that
-// an ingest writer wrote before one of its ledgers that is below start.
-// Ledgers without offsets of a writer that never wrote one with offsets
-// (the sequencer's commit and checkpoint ledgers) are never deleted.
+// those holding offsets, and those without (only producer snapshots) of an
+// ingest writer (Kind ingest, or, for ledgers created before Kind existed,
+// one its writer wrote before one of its ledgers that is below start).
+// Ledgers without offsets of any other writer (the sequencer's commit and
+// checkpoint ledgers) are never deleted here.
 func deletable(in Input, start uint64) []ledger.Metadata {
 	lastBelow := make(map[string]uint64) // writer → its newest ledger wholly below start
 	for _, m := range in.Ledgers {
@@ -139,12 +155,13 @@ func deletable(in Input, start uint64) []ledger.Metadata {
 		}
 	}
 	var out []ledger.Metadata
+	closedBy := in.Now.Add(-in.Grace).UnixMilli()
 	for _, m := range in.Ledgers {
-		if m.State != ledger.StateClosed || in.Deleting[m.ID] || in.Pinned[m.ID] {
+		if m.State != ledger.StateClosed || in.Deleting[m.ID] || in.Pinned[m.ID] || m.ClosedAt > closedBy {
 			continue
 		}
 		below := m.HasOffsets() && m.EndOffset <= start
-		snapshotsOnly := !m.HasOffsets() && m.ID < lastBelow[m.WriterIncarnation]
+		snapshotsOnly := !m.HasOffsets() && (m.Kind == ledger.KindIngest || m.ID < lastBelow[m.WriterIncarnation])
 		if below || snapshotsOnly {
 			out = append(out, m)
 		}

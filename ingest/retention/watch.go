@@ -44,3 +44,38 @@ func watchStartFrom(ctx context.Context, cli *clientv3.Client, revision int64, s
 		}
 	}
 }
+
+// WatchRetained calls set with the retained set's pointer now and at every
+// switch, until ctx ends.
+func WatchRetained(ctx context.Context, cli *clientv3.Client, set func(Retained)) {
+	for ctx.Err() == nil {
+		resp, err := cli.Get(ctx, keys.Retained)
+		if err == nil {
+			if len(resp.Kvs) > 0 {
+				if r, err := DecodeRetained(resp.Kvs[0].Value); err == nil {
+					set(r)
+				}
+			}
+			watchRetainedFrom(ctx, cli, resp.Header.Revision, set)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func watchRetainedFrom(ctx context.Context, cli *clientv3.Client, revision int64, set func(Retained)) {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range cli.Watch(ctx, keys.Retained, clientv3.WithRev(revision+1)) {
+		if resp.Err() != nil {
+			return
+		}
+		for _, ev := range resp.Events {
+			if r, err := DecodeRetained(ev.Kv.Value); err == nil && ev.Type == clientv3.EventTypePut {
+				set(r)
+			}
+		}
+	}
+}

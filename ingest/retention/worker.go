@@ -2,7 +2,9 @@ package retention
 
 import (
 	"context"
+	"math"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -34,6 +36,9 @@ type Config struct {
 	Committed func() (uint64, bool)
 	// Interval is the pause between passes. Default 10 s.
 	Interval time.Duration
+	// DeleteGrace: ledgers are deleted only below a log start that stood
+	// this long, and once closed this long. Default 1 min; negative: none.
+	DeleteGrace time.Duration
 	// SessionTTL is the election session's TTL in seconds. Default 5.
 	SessionTTL int
 	// Now is the clock (default time.Now).
@@ -43,6 +48,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, if set, counts what passes do.
 	Metrics *Metrics
+	// ReadLog reads the committed messages in [from, to) in offset order
+	// (the node's reader), and Ledgers makes the retained set's ledgers:
+	// both are needed only once a topic keeps messages below the log
+	// start (compacted topics, longer topic retention). Nil ReadLog: such
+	// topics are deleted like the others.
+	ReadLog func(ctx context.Context, from, to uint64, fn func(Kept) error) error
+	Ledgers LedgerMaker
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -60,6 +72,10 @@ func (c *Config) Validate() error {
 	if c.Interval == 0 {
 		c.Interval = 10 * time.Second
 	}
+	if c.DeleteGrace == 0 {
+		c.DeleteGrace = time.Minute
+	}
+	c.DeleteGrace = max(0, c.DeleteGrace)
 	if c.SessionTTL == 0 {
 		c.SessionTTL = 5
 	}
@@ -76,6 +92,40 @@ type Worker struct {
 	// failures keeps the last failure logged per ledger, so one that
 	// repeats every pass (a store down) is logged once.
 	failures map[uint64]string
+	// electionKey is this worker's key in the election while it leads: the
+	// retained ledgers it creates compare it.
+	electionKey string
+	// starts are the log starts passes read, with when each was first
+	// read, oldest first: deletions go only below one that stood for
+	// DeleteGrace.
+	starts []seenStart
+}
+
+type seenStart struct {
+	start uint64
+	at    time.Time
+}
+
+// noteStart notes the log start as read or set at now.
+func (w *Worker) noteStart(start uint64, now time.Time) {
+	if n := len(w.starts); n == 0 || w.starts[n-1].start != start {
+		w.starts = append(w.starts, seenStart{start, now})
+	}
+}
+
+// stoodStart notes start as read now and returns the highest start read
+// or set at least grace ago (0 if none).
+func (w *Worker) stoodStart(start uint64, now time.Time) uint64 {
+	w.noteStart(start, now)
+	var stood uint64
+	for len(w.starts) > 0 && now.Sub(w.starts[0].at) >= w.cfg.DeleteGrace {
+		stood = w.starts[0].start
+		if len(w.starts) == 1 {
+			break
+		}
+		w.starts = w.starts[1:]
+	}
+	return stood
 }
 
 // New returns a worker; call Run.
@@ -115,9 +165,11 @@ func (w *Worker) lead(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}()
-	if err := concurrency.NewElection(session, keys.RetentionElection).Campaign(ctx, w.cfg.Name); err != nil {
+	election := concurrency.NewElection(session, keys.RetentionElection)
+	if err := election.Campaign(ctx, w.cfg.Name); err != nil {
 		return err
 	}
+	w.electionKey = election.Key()
 	w.cfg.Logger.Info("retention worker elected", "name", w.cfg.Name)
 	for {
 		if err := w.Pass(ctx); err != nil && ctx.Err() == nil {
@@ -143,18 +195,31 @@ func (w *Worker) Pass(ctx context.Context) error {
 		committed = state.start // nothing moves before C is known
 	}
 	now := w.cfg.Now()
-	in := Input{Ledgers: state.ledgers, Deleting: state.deleting, Pinned: Pins(state.producers, state.ledgers),
-		Committed: committed, Start: state.start, Now: now}
+	pinned := Pins(state.producers, state.ledgers)
+	for id := range state.retained.ids() {
+		pinned[id] = true
+	}
+	in := Input{Ledgers: state.ledgers, Deleting: state.deleting, Pinned: pinned, Retained: state.retained.ids(),
+		Committed: committed, Start: state.start, Now: now, DeleteUpTo: w.stoodStart(state.start, now), Grace: w.cfg.DeleteGrace}
+	if w.cfg.DeleteGrace == 0 {
+		in.DeleteUpTo = math.MaxUint64 // the new start, in this pass
+	}
 	decision := Plan(in, w.cfg.Policy)
 	if decision.Start > state.start {
+		// The retained set first: a reader that sees the new start serves
+		// what lies below it from the set.
+		if err := w.extendRetained(ctx, state, decision.Start, now); err != nil {
+			return err
+		}
 		if err := moveStart(ctx, w.cfg.Etcd, state, decision.Start); err != nil {
 			return err
 		}
+		w.noteStart(decision.Start, now)
 		w.cfg.Logger.Info("retention: log start moved", "from", state.start, "to", decision.Start)
 	}
 	w.cfg.Metrics.observeStart(decision.Start)
 	for _, p := range Orphans(state.producers, state.ledgers, decision.Start, w.cfg.ProducerExpiry, now) {
-		if err := expireOrphan(ctx, w.cfg.Etcd, p.ID); err != nil {
+		if err := expireOrphan(ctx, w.cfg.Etcd, p); err != nil {
 			w.cfg.Logger.Warn("retention: cannot expire an orphaned producer", "producer", p.ID, "err", err)
 			continue
 		}
@@ -168,6 +233,48 @@ func (w *Worker) Pass(ctx context.Context) error {
 		state.deleting[m.ID] = true
 	}
 	w.deleteMarked(ctx, state)
+	return nil
+}
+
+// extendRetained rebuilds the retained set up to start when a topic keeps
+// messages below it (or an older set exists): the set's messages merged
+// with those in [set end, start), compacted, written to new ledgers, and
+// the pointer switched by CAS. The old set's ledgers lie below the start
+// then, unpinned: the next pass deletes them.
+func (w *Worker) extendRetained(ctx context.Context, state clusterState, start uint64, now time.Time) error {
+	policies, err := readPolicies(ctx, w.cfg.Etcd)
+	if err != nil {
+		return err
+	}
+	old := state.retained
+	if w.cfg.ReadLog == nil || (len(policies) == 0 && len(old.Ledgers) == 0) || start <= old.End {
+		return nil // nothing to keep, or kept already (a pass that switched the set and stopped)
+	}
+	var added []Kept
+	from := max(old.End, state.start) // below the start nothing is left to read
+	err = w.cfg.ReadLog(ctx, from, start, func(k Kept) error {
+		if policies[k.Record.Topic].keeps() {
+			added = append(added, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read [%d, %d) for the retained set: %w", from, start, err)
+	}
+	kept, err := readRetained(ctx, w.cfg.Etcd, w.cfg.Stores, old)
+	if err != nil {
+		return err
+	}
+	set := Compact(kept, added, policies, now)
+	ledgers, err := writeRetained(ctx, w.cfg.Ledgers, set, "retention/"+w.cfg.Name, w.electionKey)
+	if err != nil {
+		return err
+	}
+	if err := swapRetained(ctx, w.cfg.Etcd, old, Retained{End: start, Ledgers: ledgers}); err != nil {
+		return err
+	}
+	w.cfg.Logger.Info("retention: retained set rebuilt", "end", start, "messages", len(set), "was", len(kept),
+		"added", len(added), "ledgers", len(ledgers))
 	return nil
 }
 

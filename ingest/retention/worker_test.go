@@ -113,7 +113,7 @@ func waitFor(t *testing.T, cond func() bool) {
 
 func (w *testWorld) worker(t *testing.T, p Policy, committed uint64, now time.Time) *Worker {
 	t.Helper()
-	worker, err := New(Config{Etcd: w.cli, Stores: w, Name: "test", Policy: p,
+	worker, err := New(Config{Etcd: w.cli, Stores: w, Name: "test", Policy: p, DeleteGrace: -1,
 		Committed: func() (uint64, bool) { return committed, true }, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func TestAProducersRebuildKeepsItsLedgers(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := time.Now().Add(8 * 24 * time.Hour)
-	worker, err := New(Config{Etcd: w.cli, Stores: w, Name: "test", Policy: Policy{Age: time.Minute}, ProducerExpiry: 7 * 24 * time.Hour,
+	worker, err := New(Config{Etcd: w.cli, Stores: w, Name: "test", Policy: Policy{Age: time.Minute}, ProducerExpiry: 7 * 24 * time.Hour, DeleteGrace: -1,
 		Committed: func() (uint64, bool) { return 20, true }, Now: func() time.Time { return later }})
 	if err != nil {
 		t.Fatal(err)
@@ -271,3 +271,33 @@ func TestTheStartNeverPassesCOrMovesBack(t *testing.T) {
 }
 
 func jsonUnmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// TestDeletionWaitsForTheStartToStand: ledgers below a new start are kept
+// until that start stood for the grace (readers learn it by a watch), and
+// a ledger closed within the grace is kept too.
+func TestDeletionWaitsForTheStartToStand(t *testing.T) {
+	w := newTestWorld(t)
+	ctx := context.Background()
+	l1 := w.writeLedger(t, "a", ledger.Span{First: 0, End: 10})
+	w.writeLedger(t, "a", ledger.Span{First: 10, End: 20})
+	now := time.Now()
+	worker, err := New(Config{Etcd: w.cli, Stores: w, Name: "test", Policy: Policy{Bytes: 1}, DeleteGrace: time.Minute,
+		Committed: func() (uint64, bool) { return 20, true }, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := worker.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if start, _, _ := ReadStart(ctx, w.cli); start != 20 || !exists(t, w.cli, keys.Ledger(l1.ID)) {
+		t.Fatalf("start %d; ledger %d must stay while the start is new", start, l1.ID)
+	}
+	now = now.Add(30 * time.Second)
+	if err := worker.Pass(ctx); err != nil || !exists(t, w.cli, keys.Ledger(l1.ID)) {
+		t.Fatalf("deleted within the grace (%v)", err)
+	}
+	now = now.Add(31 * time.Second)
+	if err := worker.Pass(ctx); err != nil || exists(t, w.cli, keys.Ledger(l1.ID)) {
+		t.Fatalf("not deleted once the start stood a minute (%v)", err)
+	}
+}

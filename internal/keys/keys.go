@@ -53,6 +53,10 @@ const (
 	RetentionElection = Prefix + "retention/election"
 	// LedgerDeletingPrefix marks ledgers retention is deleting (ingest/retention).
 	LedgerDeletingPrefix = Prefix + "ledgers-deleting/"
+	// Retained points at the retained set: the messages below the log start
+	// that compacted topics and topics with a longer retention keep
+	// (ingest/retention).
+	Retained = Prefix + "retained"
 )
 
 // ProducerName is the key mapping a producer name to its id.

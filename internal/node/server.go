@@ -362,6 +362,9 @@ func (s *Server) startRoles(ctx context.Context) error {
 	s.startRereplication(ctx) // rereplication.go
 	s.startRetention(ctx)     // retention.go
 	go retention.WatchStart(ctx, s.cli, s.noteLogStart)
+	if s.reader != nil {
+		go retention.WatchRetained(ctx, s.cli, s.reader.SetRetained)
+	}
 	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
 	return nil
 }

@@ -63,22 +63,18 @@ func (s *service) Status(ctx context.Context, _ *orderlogpb.StatusRequest) (*ord
 }
 
 func (s *service) CreateTopic(ctx context.Context, req *orderlogpb.CreateTopicRequest) (*orderlogpb.Topic, error) {
-	if err := ingest.CreateTopic(ctx, s.etcd, req.Name); err != nil {
+	if err := ingest.CreateTopic(ctx, s.etcd, req.Name, req.Config); err != nil {
 		return nil, err
 	}
-	return &orderlogpb.Topic{Name: req.Name}, nil
+	return &orderlogpb.Topic{Name: req.Name, Config: req.Config}, nil
 }
 
 func (s *service) ListTopics(ctx context.Context, _ *orderlogpb.ListTopicsRequest) (*orderlogpb.ListTopicsResponse, error) {
-	names, err := ingest.ListTopics(ctx, s.etcd)
+	topics, err := ingest.ListTopics(ctx, s.etcd)
 	if err != nil {
 		return nil, err
 	}
-	resp := &orderlogpb.ListTopicsResponse{}
-	for _, name := range names {
-		resp.Topics = append(resp.Topics, &orderlogpb.Topic{Name: name})
-	}
-	return resp, nil
+	return &orderlogpb.ListTopicsResponse{Topics: topics}, nil
 }
 
 // httpService adapts service to httpapi.Service (whose Status and topic
@@ -106,10 +102,15 @@ func (h httpService) Status(ctx context.Context) (*orderlogpb.StatusResponse, er
 	return h.service.status(ctx)
 }
 
-func (h httpService) CreateTopic(ctx context.Context, name string) error {
-	return ingest.CreateTopic(ctx, h.etcd, name)
+func (h httpService) CreateTopic(ctx context.Context, name string, config *orderlogpb.TopicConfig) error {
+	return ingest.CreateTopic(ctx, h.etcd, name, config)
 }
 
 func (h httpService) ListTopics(ctx context.Context) ([]string, error) {
-	return ingest.ListTopics(ctx, h.etcd)
+	topics, err := ingest.ListTopics(ctx, h.etcd)
+	names := make([]string, len(topics))
+	for i, t := range topics {
+		names[i] = t.Name
+	}
+	return names, err
 }

@@ -579,9 +579,13 @@ func (x *StoredMessage) GetIngestTimeUs() int64 {
 
 // A range of offsets that are holes: never messages, skipped by readers.
 type SkippedRange struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	First         uint64                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
-	End           uint64                 `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	First uint64                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	End   uint64                 `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	// Why nothing is read there: "" for a hole (offsets granted but never
+	// written, DESIGN.md §5); "compacted" below the log start, where only
+	// the retained set is left (compacted topics, topics kept longer).
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -628,6 +632,13 @@ func (x *SkippedRange) GetEnd() uint64 {
 		return x.End
 	}
 	return 0
+}
+
+func (x *SkippedRange) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 type ReadRequest struct {
@@ -1114,6 +1125,7 @@ func (x *StatusResponse) GetCommitMapSegments() uint64 {
 type Topic struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Config        *TopicConfig           `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1155,16 +1167,90 @@ func (x *Topic) GetName() string {
 	return ""
 }
 
+func (x *Topic) GetConfig() *TopicConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+// A topic's cleanup: what is kept once messages fall below the log start.
+type TopicConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "delete" (default) or "compact": below the log start only the latest
+	// message of each key is kept; an empty value is a tombstone.
+	CleanupPolicy string `protobuf:"bytes,1,opt,name=cleanup_policy,json=cleanupPolicy,proto3" json:"cleanup_policy,omitempty"`
+	// Kept this long after ingest even below the log start (0: the log's
+	// retention; -1: forever).
+	RetentionMs int64 `protobuf:"varint,2,opt,name=retention_ms,json=retentionMs,proto3" json:"retention_ms,omitempty"`
+	// A compacted topic's tombstones are kept this long (0: 24 h).
+	DeleteRetentionMs int64 `protobuf:"varint,3,opt,name=delete_retention_ms,json=deleteRetentionMs,proto3" json:"delete_retention_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *TopicConfig) Reset() {
+	*x = TopicConfig{}
+	mi := &file_orderlog_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicConfig) ProtoMessage() {}
+
+func (x *TopicConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicConfig.ProtoReflect.Descriptor instead.
+func (*TopicConfig) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TopicConfig) GetCleanupPolicy() string {
+	if x != nil {
+		return x.CleanupPolicy
+	}
+	return ""
+}
+
+func (x *TopicConfig) GetRetentionMs() int64 {
+	if x != nil {
+		return x.RetentionMs
+	}
+	return 0
+}
+
+func (x *TopicConfig) GetDeleteRetentionMs() int64 {
+	if x != nil {
+		return x.DeleteRetentionMs
+	}
+	return 0
+}
+
 type CreateTopicRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Config        *TopicConfig           `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_orderlog_proto_msgTypes[16]
+	mi := &file_orderlog_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1262,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_orderlog_proto_msgTypes[16]
+	mi := &file_orderlog_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1275,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_orderlog_proto_rawDescGZIP(), []int{16}
+	return file_orderlog_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -1197,6 +1283,13 @@ func (x *CreateTopicRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *CreateTopicRequest) GetConfig() *TopicConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
 }
 
 type ListTopicsRequest struct {
@@ -1207,7 +1300,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_orderlog_proto_msgTypes[17]
+	mi := &file_orderlog_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1312,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_orderlog_proto_msgTypes[17]
+	mi := &file_orderlog_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1325,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_orderlog_proto_rawDescGZIP(), []int{17}
+	return file_orderlog_proto_rawDescGZIP(), []int{18}
 }
 
 type ListTopicsResponse struct {
@@ -1244,7 +1337,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_orderlog_proto_msgTypes[18]
+	mi := &file_orderlog_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1349,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_orderlog_proto_msgTypes[18]
+	mi := &file_orderlog_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1362,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_orderlog_proto_rawDescGZIP(), []int{18}
+	return file_orderlog_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*Topic {
@@ -1329,10 +1422,11 @@ const file_orderlog_proto_rawDesc = "" +
 	"\vproducer_id\x18\x03 \x01(\x04R\n" +
 	"producerId\x12!\n" +
 	"\fproducer_seq\x18\x04 \x01(\x04R\vproducerSeq\x12$\n" +
-	"\x0eingest_time_us\x18\x05 \x01(\x03R\fingestTimeUs\"6\n" +
+	"\x0eingest_time_us\x18\x05 \x01(\x03R\fingestTimeUs\"N\n" +
 	"\fSkippedRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\x04R\x03end\"D\n" +
+	"\x03end\x18\x02 \x01(\x04R\x03end\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"D\n" +
 	"\vReadRequest\x12\x1f\n" +
 	"\vfrom_offset\x18\x01 \x01(\x04R\n" +
 	"fromOffset\x12\x14\n" +
@@ -1377,11 +1471,17 @@ const file_orderlog_proto_rawDesc = "" +
 	"\aledgers\x18\x0f \x01(\x04R\aledgers\x12#\n" +
 	"\rstore_ledgers\x18\x10 \x01(\x04R\fstoreLedgers\x121\n" +
 	"\x15oldest_message_age_ms\x18\x11 \x01(\x04R\x12oldestMessageAgeMs\x12.\n" +
-	"\x13commit_map_segments\x18\x12 \x01(\x04R\x11commitMapSegments\"\x1b\n" +
+	"\x13commit_map_segments\x18\x12 \x01(\x04R\x11commitMapSegments\"M\n" +
 	"\x05Topic\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"(\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
+	"\x06config\x18\x02 \x01(\v2\x18.orderlog.v1.TopicConfigR\x06config\"\x87\x01\n" +
+	"\vTopicConfig\x12%\n" +
+	"\x0ecleanup_policy\x18\x01 \x01(\tR\rcleanupPolicy\x12!\n" +
+	"\fretention_ms\x18\x02 \x01(\x03R\vretentionMs\x12.\n" +
+	"\x13delete_retention_ms\x18\x03 \x01(\x03R\x11deleteRetentionMs\"Z\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x13\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
+	"\x06config\x18\x02 \x01(\v2\x18.orderlog.v1.TopicConfigR\x06config\"\x13\n" +
 	"\x11ListTopicsRequest\"@\n" +
 	"\x12ListTopicsResponse\x12*\n" +
 	"\x06topics\x18\x01 \x03(\v2\x12.orderlog.v1.TopicR\x06topics2\xa9\x01\n" +
@@ -1410,7 +1510,7 @@ func file_orderlog_proto_rawDescGZIP() []byte {
 	return file_orderlog_proto_rawDescData
 }
 
-var file_orderlog_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_orderlog_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_orderlog_proto_goTypes = []any{
 	(*Header)(nil),               // 0: orderlog.v1.Header
 	(*Message)(nil),              // 1: orderlog.v1.Message
@@ -1428,9 +1528,10 @@ var file_orderlog_proto_goTypes = []any{
 	(*StatusRequest)(nil),        // 13: orderlog.v1.StatusRequest
 	(*StatusResponse)(nil),       // 14: orderlog.v1.StatusResponse
 	(*Topic)(nil),                // 15: orderlog.v1.Topic
-	(*CreateTopicRequest)(nil),   // 16: orderlog.v1.CreateTopicRequest
-	(*ListTopicsRequest)(nil),    // 17: orderlog.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),   // 18: orderlog.v1.ListTopicsResponse
+	(*TopicConfig)(nil),          // 16: orderlog.v1.TopicConfig
+	(*CreateTopicRequest)(nil),   // 17: orderlog.v1.CreateTopicRequest
+	(*ListTopicsRequest)(nil),    // 18: orderlog.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),   // 19: orderlog.v1.ListTopicsResponse
 }
 var file_orderlog_proto_depIdxs = []int32{
 	0,  // 0: orderlog.v1.Message.headers:type_name -> orderlog.v1.Header
@@ -1439,28 +1540,30 @@ var file_orderlog_proto_depIdxs = []int32{
 	1,  // 3: orderlog.v1.StoredMessage.message:type_name -> orderlog.v1.Message
 	7,  // 4: orderlog.v1.ReadResponse.messages:type_name -> orderlog.v1.StoredMessage
 	8,  // 5: orderlog.v1.ReadResponse.skipped:type_name -> orderlog.v1.SkippedRange
-	15, // 6: orderlog.v1.ListTopicsResponse.topics:type_name -> orderlog.v1.Topic
-	2,  // 7: orderlog.v1.Producer.InitProducer:input_type -> orderlog.v1.InitProducerRequest
-	4,  // 8: orderlog.v1.Producer.Produce:input_type -> orderlog.v1.ProduceRequest
-	9,  // 9: orderlog.v1.Reader.Read:input_type -> orderlog.v1.ReadRequest
-	10, // 10: orderlog.v1.Reader.Tail:input_type -> orderlog.v1.TailRequest
-	11, // 11: orderlog.v1.Reader.Query:input_type -> orderlog.v1.QueryRequest
-	13, // 12: orderlog.v1.Admin.Status:input_type -> orderlog.v1.StatusRequest
-	16, // 13: orderlog.v1.Admin.CreateTopic:input_type -> orderlog.v1.CreateTopicRequest
-	17, // 14: orderlog.v1.Admin.ListTopics:input_type -> orderlog.v1.ListTopicsRequest
-	3,  // 15: orderlog.v1.Producer.InitProducer:output_type -> orderlog.v1.InitProducerResponse
-	6,  // 16: orderlog.v1.Producer.Produce:output_type -> orderlog.v1.ProduceResponse
-	12, // 17: orderlog.v1.Reader.Read:output_type -> orderlog.v1.ReadResponse
-	12, // 18: orderlog.v1.Reader.Tail:output_type -> orderlog.v1.ReadResponse
-	12, // 19: orderlog.v1.Reader.Query:output_type -> orderlog.v1.ReadResponse
-	14, // 20: orderlog.v1.Admin.Status:output_type -> orderlog.v1.StatusResponse
-	15, // 21: orderlog.v1.Admin.CreateTopic:output_type -> orderlog.v1.Topic
-	18, // 22: orderlog.v1.Admin.ListTopics:output_type -> orderlog.v1.ListTopicsResponse
-	15, // [15:23] is the sub-list for method output_type
-	7,  // [7:15] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	16, // 6: orderlog.v1.Topic.config:type_name -> orderlog.v1.TopicConfig
+	16, // 7: orderlog.v1.CreateTopicRequest.config:type_name -> orderlog.v1.TopicConfig
+	15, // 8: orderlog.v1.ListTopicsResponse.topics:type_name -> orderlog.v1.Topic
+	2,  // 9: orderlog.v1.Producer.InitProducer:input_type -> orderlog.v1.InitProducerRequest
+	4,  // 10: orderlog.v1.Producer.Produce:input_type -> orderlog.v1.ProduceRequest
+	9,  // 11: orderlog.v1.Reader.Read:input_type -> orderlog.v1.ReadRequest
+	10, // 12: orderlog.v1.Reader.Tail:input_type -> orderlog.v1.TailRequest
+	11, // 13: orderlog.v1.Reader.Query:input_type -> orderlog.v1.QueryRequest
+	13, // 14: orderlog.v1.Admin.Status:input_type -> orderlog.v1.StatusRequest
+	17, // 15: orderlog.v1.Admin.CreateTopic:input_type -> orderlog.v1.CreateTopicRequest
+	18, // 16: orderlog.v1.Admin.ListTopics:input_type -> orderlog.v1.ListTopicsRequest
+	3,  // 17: orderlog.v1.Producer.InitProducer:output_type -> orderlog.v1.InitProducerResponse
+	6,  // 18: orderlog.v1.Producer.Produce:output_type -> orderlog.v1.ProduceResponse
+	12, // 19: orderlog.v1.Reader.Read:output_type -> orderlog.v1.ReadResponse
+	12, // 20: orderlog.v1.Reader.Tail:output_type -> orderlog.v1.ReadResponse
+	12, // 21: orderlog.v1.Reader.Query:output_type -> orderlog.v1.ReadResponse
+	14, // 22: orderlog.v1.Admin.Status:output_type -> orderlog.v1.StatusResponse
+	15, // 23: orderlog.v1.Admin.CreateTopic:output_type -> orderlog.v1.Topic
+	19, // 24: orderlog.v1.Admin.ListTopics:output_type -> orderlog.v1.ListTopicsResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_orderlog_proto_init() }
@@ -1474,7 +1577,7 @@ func file_orderlog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_orderlog_proto_rawDesc), len(file_orderlog_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

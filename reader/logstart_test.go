@@ -1,0 +1,63 @@
+package reader
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"orderlog/ingest/batch"
+	"orderlog/internal/apierr"
+)
+
+// startMovingEntries is memEntries that moves the reader's log start the
+// first time an entry is read: retention moving it while a page is read.
+type startMovingEntries struct {
+	memEntries
+	once  sync.Once
+	r     *Reader
+	start uint64
+}
+
+func (s *startMovingEntries) ReadEntry(ctx context.Context, ledger uint64, entry int64) ([]byte, error) {
+	s.once.Do(func() { s.r.SetLogStart(s.start) })
+	return s.memEntries.ReadEntry(ctx, ledger, entry)
+}
+
+// TestAPageEndsWhereTheLogStartMovedPast: a read that started above the
+// log start while retention moves it past the offsets the page has not
+// reached yet ends the page there (found in review: the page went on at
+// the trimmed map's first segment, a silent gap), and the next page from
+// there answers OFFSET_OUT_OF_RANGE naming the new start.
+func TestAPageEndsWhereTheLogStartMovedPast(t *testing.T) {
+	const n = 300
+	entries := &startMovingEntries{memEntries: memEntries{}, start: 200}
+	commits := NewCommitMap()
+	for i := range int64(n) {
+		p, err := batch.Encode(nil, batch.Header{Kind: batch.KindRecords, FirstOffset: uint64(i), Count: 1, Runs: []batch.ProducerRun{{Count: 1}}},
+			[]batch.Record{{Topic: "t", Value: []byte("v")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries.memEntries[i] = p
+		must(t, commits.Resolve(1, Segment{First: uint64(i), End: uint64(i) + 1, Ledger: 1, Entry: i}))
+	}
+	must(t, commits.Advance(1, n))
+	r := New(commits, entries)
+	entries.r = r
+	page, err := r.ReadPage(context.Background(), 0, n, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range page.Messages {
+		if m.Offset != uint64(i) {
+			t.Fatalf("message %d at offset %d: a gap", i, m.Offset)
+		}
+	}
+	if page.NextOffset != uint64(len(page.Messages)) || page.NextOffset >= 200 {
+		t.Fatalf("page of %d messages ends at %d", len(page.Messages), page.NextOffset)
+	}
+	_, err = r.ReadPage(context.Background(), page.NextOffset, n, Filter{})
+	if e := apierr.As(err); e == nil || e.Code != apierr.OffsetOutOfRange || e.Details["log_start"] != "200" {
+		t.Fatalf("the next page: %v", err)
+	}
+}
