@@ -283,13 +283,13 @@ func (b *bench) summarize(results []sizeResult, retentionBytes int64, disk *disk
 	for _, f := range figures {
 		fmt.Printf(" %14s", f.name+" "+f.unit)
 	}
-	fmt.Printf(" %12s %12s %14s\n", "rss rounds", "disk max", "log start")
+	fmt.Printf(" %12s %12s %14s %15s\n", "rss rounds", "disk max", "log start", "replay entries")
 	for _, s := range results {
 		fmt.Printf("%-8s %10.0f", s.label, s.writeRate)
 		for _, f := range figures {
 			fmt.Printf(" %14.1f", f.value(s))
 		}
-		fmt.Printf(" %12s %12s %14d\n", mib(s.rssAfterRounds), gib(s.diskMax), s.logStart)
+		fmt.Printf(" %12s %12s %14d %15s\n", mib(s.rssAfterRounds), gib(s.diskMax), s.logStart, s.rounds[len(s.rounds)-1].failover.entriesRead)
 	}
 	if len(results) < 2 {
 		fmt.Println("longrun_result=FAIL (fewer than two sizes reached: no ratios)")
