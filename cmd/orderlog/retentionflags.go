@@ -21,6 +21,11 @@ type retentionFlags struct {
 	age            time.Duration
 	bytes          byteSize
 	interval       time.Duration
+	grace          time.Duration
+	// The sequencer's commit-log checkpoints (they roll its commit ledger,
+	// so that WAL segments it held can be freed).
+	checkpointRecords  int
+	checkpointInterval time.Duration
 }
 
 func (f *retentionFlags) register(fs *flag.FlagSet) {
@@ -32,12 +37,20 @@ func (f *retentionFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.age, "retention", 0, "delete messages older than this (0: keep them); reads below the log start answer OFFSET_OUT_OF_RANGE")
 	fs.Var(&f.bytes, "retention-bytes", "delete the oldest messages while the log holds more than this (one copy; 0: no limit)")
 	fs.DurationVar(&f.interval, "retention-check", 10*time.Second, "how often retention looks for messages to delete")
+	fs.DurationVar(&f.grace, "retention-grace", time.Minute, "delete a ledger only once the log start passed it and it was closed at least this long ago")
+	fs.IntVar(&f.checkpointRecords, "checkpoint-records", 1_000_000, "write a commit-log checkpoint after this many commit records (negative: never)")
+	fs.DurationVar(&f.checkpointInterval, "checkpoint-interval", 10*time.Minute, "write a commit-log checkpoint at least this often while records come")
 }
 
 // apply maps the flags onto cfg.
 func (f *retentionFlags) apply(cfg *node.Config) {
 	cfg.Ingest.RollBytes, cfg.Ingest.RollAge, cfg.Ingest.ProducerExpiry = int64(f.rollBytes), f.rollAge, f.producerExpiry
 	cfg.Retention.Policy.Age, cfg.Retention.Policy.Bytes, cfg.Retention.Interval = f.age, int64(f.bytes), f.interval
+	cfg.Retention.DeleteGrace = f.grace
+	if f.grace == 0 {
+		cfg.Retention.DeleteGrace = -1 // none
+	}
+	cfg.Checkpoint.Records, cfg.Checkpoint.Interval = f.checkpointRecords, f.checkpointInterval
 }
 
 // byteSize is a flag holding a byte count: a plain number, or one with a
