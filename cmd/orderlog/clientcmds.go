@@ -397,7 +397,11 @@ func printPage(out *json.Encoder, page *client.Page) error {
 	holes := page.Skipped
 	printHolesBefore := func(offset uint64) error {
 		for len(holes) > 0 && holes[0].First < offset {
-			if err := out.Encode(map[string]any{"skipped": map[string]uint64{"first": holes[0].First, "end": holes[0].End}}); err != nil {
+			skipped := map[string]any{"first": holes[0].First, "end": holes[0].End}
+			if holes[0].Reason != "" {
+				skipped["reason"] = holes[0].Reason
+			}
+			if err := out.Encode(map[string]any{"skipped": skipped}); err != nil {
 				return err
 			}
 			holes = holes[1:]

@@ -47,8 +47,9 @@ type jsonStoredMessage struct {
 }
 
 type jsonSkipped struct {
-	First uint64 `json:"first"`
-	End   uint64 `json:"end"`
+	First  uint64 `json:"first"`
+	End    uint64 `json:"end"`
+	Reason string `json:"reason,omitempty"` // "compacted" below the log start; none for a hole
 }
 
 type jsonReadResponse struct {
@@ -65,7 +66,7 @@ func encodeRead(resp *orderlogpb.ReadResponse) jsonReadResponse {
 		out.Messages = append(out.Messages, encodeStored(stored))
 	}
 	for _, hole := range resp.Skipped {
-		out.Skipped = append(out.Skipped, jsonSkipped{First: hole.First, End: hole.End})
+		out.Skipped = append(out.Skipped, jsonSkipped{First: hole.First, End: hole.End, Reason: hole.Reason})
 	}
 	return out
 }

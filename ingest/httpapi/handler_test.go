@@ -113,7 +113,7 @@ func TestReadRendersJSONPayloadsBinaryAsBase64AndHoles(t *testing.T) {
 		resp.Messages[1].PayloadBase64 == nil || *resp.Messages[1].PayloadBase64 != "/wA=" {
 		t.Fatalf("messages %+v", resp.Messages)
 	}
-	if len(resp.Skipped) != 1 || resp.Skipped[0] != (jsonSkipped{6, 8}) || resp.NextOffset != 9 {
+	if len(resp.Skipped) != 1 || resp.Skipped[0] != (jsonSkipped{First: 6, End: 8}) || resp.NextOffset != 9 {
 		t.Fatalf("resp %+v", resp)
 	}
 }
