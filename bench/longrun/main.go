@@ -232,9 +232,9 @@ func (b *bench) measureSize(label string, size int64, rate float64, disk *diskWa
 		next, out, err := b.restartRound(b.current, r, b.load.producerName(r%b.load.producers))
 		b.current = next
 		check(err)
-		fmt.Printf("  round %d: stop %s, restart to /readyz %s, sequencer takeover %s (replay %s from checkpoint ledger %s: %s commit ledgers, %s entries; older ledgers %s), producer takeover to first ack %s, fresh reader ready %s\n",
+		fmt.Printf("  round %d: stop %s, restart to /readyz %s, sequencer takeover %s (replay %s from checkpoint ledger %s: %s commit ledgers, %s entries; older ledgers %s), producer takeover to first ack %s (its rebuild as logged %s), fresh reader ready %s\n",
 			r, ms(out.stop), ms(out.restart), ms(out.failover.took), ms(out.failover.replay), out.failover.checkpoint,
-			out.failover.commitLedgers, out.failover.entriesRead, ms(out.failover.olderLedgers), ms(out.takeover), ms(out.readerReady))
+			out.failover.commitLedgers, out.failover.entriesRead, ms(out.failover.olderLedgers), ms(out.takeover), ms(out.rebuild), ms(out.readerReady))
 		res.rounds = append(res.rounds, out)
 	}
 	res.rssAfterRounds, err = rssBytes(b.current.cmd.Process.Pid)
@@ -305,6 +305,11 @@ func (b *bench) summarize(results []sizeResult, retentionBytes int64, disk *disk
 			failed = append(failed, f.name)
 		}
 	}
+	rebuild := func(s sizeResult) float64 {
+		return medianOf(s.rounds, func(r round) time.Duration { return r.rebuild })
+	}
+	fmt.Printf("longrun_takeover_rebuild_ratio=%.2f (not a goal: the node's rebuild of the producer as logged, %.1f ms at %s, %.1f ms at %s)\n",
+		rebuild(last)/rebuild(first), rebuild(last), last.label, rebuild(first), first.label)
 	restarted := float64(last.rssAfterRounds) / float64(first.rssAfterRounds)
 	fmt.Printf("longrun_rss_restarted_ratio=%.2f (not a goal: RSS of the dev restarted on the history after its rounds, %s at %s, %s at %s; the RSS after the writes holds the write load's garbage too)\n",
 		restarted, mib(last.rssAfterRounds), last.label, mib(first.rssAfterRounds), first.label)

@@ -19,6 +19,7 @@ type round struct {
 	restart     time.Duration // exec to /readyz 200
 	failover    takeoverLog   // the new leader's takeover, from its log
 	takeover    time.Duration // InitProducer of an existing producer to its first ack
+	rebuild     time.Duration // the node's own takeover of it, as logged
 	readerReady time.Duration // exec of a fresh `orderlog reader` to its /readyz 200
 }
 
@@ -45,6 +46,9 @@ func (b *bench) restartRound(running *dev, r int, producer string) (*dev, round,
 		return next, out, err
 	}
 	if out.takeover, err = b.producerTakeover(ctx, producer); err != nil {
+		return next, out, err
+	}
+	if out.rebuild, err = next.readProducerTakeover(producer); err != nil {
 		return next, out, err
 	}
 	out.readerReady, err = b.freshReader(ctx, r)

@@ -240,3 +240,27 @@ func freeAddr() string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// readProducerTakeover waits up to 5 s for the dev's log line `producer
+// taken over ... name=<name> took=`, the server's own rebuild of the
+// producer (the client's figure adds InitProducer and the first frame's
+// way through a node that has just started: its first ledger, its first
+// grant).
+func (d *dev) readProducerTakeover(name string) (time.Duration, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		data, err := os.ReadFile(d.logPath)
+		if err != nil {
+			return 0, err
+		}
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if kv := fields(line); strings.Contains(line, `msg="producer taken over"`) && kv["name"] == name {
+				return time.ParseDuration(kv["took"])
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%s: no `producer taken over` line for %s", d.logPath, name)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
