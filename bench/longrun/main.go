@@ -162,6 +162,7 @@ func (b *bench) run(sizes []int64, disk *diskWatch) []sizeResult {
 			fmt.Printf("size %s: STOPPED writing at %s messages: the data directory reached %s, over -disk-guard × -retention-bytes (%s); measuring here as the last size\n",
 				count(target), count(total.Load()), gib(largest), gib(b.diskGuard))
 			target = total.Load()
+			sizes = append(sizes[:i], target)
 		} else {
 			check(err)
 		}

@@ -111,6 +111,8 @@ func count(n int64) string {
 		return trimZero(fmt.Sprintf("%.1f", float64(n)/1e6)) + "M"
 	case n >= 1e3 && n%100 == 0:
 		return trimZero(fmt.Sprintf("%.1f", float64(n)/1e3)) + "k"
+	case n >= 1e6:
+		return fmt.Sprintf("%.2fM", float64(n)/1e6)
 	}
 	return fmt.Sprint(n)
 }
