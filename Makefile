@@ -80,7 +80,8 @@ bench-cluster: build
 ## at each size times restart to /readyz, the sequencer's takeover, a producer's takeover
 ## and a fresh reader's start, and the RSS; ends with longrun_<figure>_ratio= (largest
 ## size over smallest, goal ≤ 1.5), longrun_disk_ratio= and longrun_result=. The default
-## writes 50 GiB (an hour or more here); quick: make bench-longrun LONGRUN_SIZES=100k,1M,5M
+## writes 50 GiB, and stops at 4x the retention on disk while the WAL keeps what retention
+## deleted (docs/notes/longrun.md); quick (~3 min): make bench-longrun LONGRUN_SIZES=100k,1M,5M
 LONGRUN_SIZES ?= 1M,10M,50M
 bench-longrun: build
 	$(GO) run ./bench/longrun -orderlog $(BIN) -sizes $(LONGRUN_SIZES)
