@@ -47,8 +47,13 @@ func (d *boundedDev) start() {
 // boundedKills counts where the kills landed, by what each waited for.
 type boundedKills struct {
 	total, rolling, marked, checkpointing, startMoved int
-	triggered                                         map[killTrigger]int // kills whose event came
-	marks                                             []int               // marks present at each kill
+	// marksRead kills with marks had the store read before the restarted
+	// worker's first pass: markedHeld of them with a marked ledger still
+	// on the store, markedGone with one gone from it (a kill between
+	// steps 2 and 3).
+	marksRead, markedHeld, markedGone int
+	triggered                         map[killTrigger]int // kills whose event came
+	marks                             []int               // marks present at each kill
 }
 
 // boundedRun is one test's server, clients and what it saw so far.
@@ -74,7 +79,8 @@ type boundedRun struct {
 //     producer order, real-time order;
 //   - the final read from the log start: every message acknowledged at or
 //     above it present once at its offset, the same as the tail served;
-//   - a read below the log start answers OFFSET_OUT_OF_RANGE, no data;
+//   - a read below the log start answers OFFSET_OUT_OF_RANGE, no data
+//     (gRPC and HTTP);
 //   - the log start never moves back (in etcd at each kill, and in Status
 //     after each restart);
 //   - the range served before a kill reads the same after the restart,
@@ -85,9 +91,11 @@ type boundedRun struct {
 //     is left, after retention's next passes; the store holds no ledger
 //     whose record is gone.
 //
-// The kills take turns: at a random moment, 0-3 ms after the test sees a
-// deletion mark created in etcd, and as soon as it sees a roll open a
-// writer's next ledger. It reports how
+// The kills take turns: 0-3 ms after the test sees a deletion mark
+// created in etcd (retention's step 1), 0-3 ms after it sees one removed
+// with its ledger's record (step 3; the next ledger's steps 2 and 3 come
+// then), as soon as it sees a roll open a writer's next ledger, and at a
+// random moment. It reports how
 // many kills landed during a roll (a writer with two open ledgers in the
 // killed process's etcd) and during a deletion (a mark present).
 // ORDERLOG_SOAK=n runs n times the 6 default kills.
@@ -136,7 +144,7 @@ func TestBoundedStateCrashHistory(t *testing.T) {
 	}
 	defer run.probe.conn.Close()
 
-	triggers := []killTrigger{killAtRandom, killAtMark, killAtRoll}
+	triggers := []killTrigger{killAtMark, killAtRemoved, killAtRoll, killAtRandom}
 	for cycle := 0; cycle < cycles && !t.Failed(); cycle++ {
 		run.cycle(triggers[cycle%len(triggers)])
 	}
@@ -153,8 +161,8 @@ func TestBoundedStateCrashHistory(t *testing.T) {
 	checkBoundedHistory(t, c, recorder.Ops(), run.tail, stopTail, tailDone)
 	checkDeletionsFinish(t, srv, c)
 	k := run.kills
-	t.Logf("seed %d, %d kills (events seen before them %v): %d during a roll, %d with a deletion mark (marks per kill %v), %d during a checkpoint, %d with the log start moved since the previous kill; %v",
-		seed, k.total, k.triggered, k.rolling, k.marked, k.marks, k.checkpointing, k.startMoved, time.Since(began).Round(time.Millisecond))
+	t.Logf("seed %d, %d kills (events seen before them %v): %d during a roll, %d with a deletion mark (marks per kill %v; of %d whose store was read: %d with a marked ledger on the store, %d with one gone from it), %d during a checkpoint, %d with the log start moved since the previous kill; %v",
+		seed, k.total, k.triggered, k.rolling, k.marked, k.marks, k.marksRead, k.markedHeld, k.markedGone, k.checkpointing, k.startMoved, time.Since(began).Round(time.Millisecond))
 	srv.stop()
 }
 
@@ -175,16 +183,18 @@ func (r *boundedRun) cycle(trigger killTrigger) {
 	}
 	if trigger != killAtRandom && waitTrigger(ctx, r.etcd, trigger, 5*time.Second) {
 		r.kills.triggered[trigger]++
-		if trigger == killAtMark { // a roll is over in a few milliseconds
+		if trigger != killAtRoll { // a roll is over in a few milliseconds
 			time.Sleep(time.Duration(r.rng.IntN(4)) * time.Millisecond)
 		}
 	}
 	r.srv.kill()
 	tailed, _ := r.tail.snapshot()
-	r.noteKill(readKilledEtcd(t, r.srv.dataDir))
+	killed := readKilledEtcd(t, r.srv.dataDir)
+	r.noteKill(killed)
 
 	r.srv.start()
 	r.srv.waitReady(r.c)
+	r.noteDeletionSteps(ctx, killed)
 	st, err := r.c.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +206,9 @@ func (r *boundedRun) cycle(trigger killTrigger) {
 	if r.start > 0 {
 		for _, offset := range []uint64{0, r.start - 1} {
 			if err := readBelowStart(ctx, r.c, offset); err != nil {
+				t.Error(err)
+			}
+			if err := httpReadBelowStart(ctx, r.srv.httpAddr, offset); err != nil {
 				t.Error(err)
 			}
 		}
@@ -213,10 +226,41 @@ func (r *boundedRun) checkCoverage() {
 	switch {
 	case r.start == 0:
 		r.t.Error("the log start never moved: retention deleted nothing")
-	case r.kills.triggered[killAtMark] == 0 && r.kills.marked == 0:
+	case r.kills.triggered[killAtMark]+r.kills.triggered[killAtRemoved] == 0 && r.kills.marked == 0:
 		r.t.Error("no deletion mark was ever seen: retention deleted nothing, or without marking first")
 	case r.checkpointC == 0:
 		r.t.Error("no commit-log checkpoint was written before a kill")
+	}
+}
+
+// noteDeletionSteps counts, for a kill that left marks, whether the
+// restarted store still held a marked ledger (killed before its step 2
+// was durable) or not (killed between steps 2 and 3). The restarted
+// retention worker waits for the killed one's election key to expire (5 s)
+// before its first pass: a store read while that key is there is the
+// store as the kill left it.
+func (r *boundedRun) noteDeletionSteps(ctx context.Context, killed etcdState) {
+	if len(killed.deleting) == 0 || retentionCandidates(ctx, r.etcd) < 2 {
+		return
+	}
+	held, err := storeLedgers(ctx, r.srv.grpcAddr)
+	if err != nil || retentionCandidates(ctx, r.etcd) < 2 {
+		return
+	}
+	r.kills.marksRead++
+	var onStore, gone bool
+	for id := range killed.deleting {
+		if slices.Contains(held, id) {
+			onStore = true
+		} else {
+			gone = true
+		}
+	}
+	if onStore {
+		r.kills.markedHeld++
+	}
+	if gone {
+		r.kills.markedGone++
 	}
 }
 
@@ -259,6 +303,10 @@ func compareAfterRestart(t *testing.T, ctx context.Context, c *client.Client, ta
 	end := tailed.Committed
 	first := max(start, end-min(end, 5000))
 	if first >= end {
+		return
+	}
+	if err := c.WaitCommitted(ctx, end); err != nil {
+		t.Errorf("after a restart: %v", err)
 		return
 	}
 	again, err := readFrom(ctx, c, first)
@@ -393,6 +441,15 @@ func checkDeletionsFinish(t *testing.T, srv *boundedDev, c *client.Client) {
 	}
 	t.Logf("at the end: %d marks were left, all gone %v later; %d ledger records, %d below the log start %d pinned by a producer",
 		marksAtStop, time.Since(began).Round(time.Millisecond), len(st.ledgers), len(pinned), st.start)
+	// Not an error yet: the sequencer leaves checkpoint ledgers that held
+	// only chunks to retention (sequencer/checkpoint.go, tidyAfter), and
+	// retention never deletes a ledger without offsets of a writer other
+	// than an ingest node's (ingest/retention/plan.go, deletable), so one
+	// checkpoint ledger stays for every checkpoint written.
+	if stranded := st.strandedCheckpoints(); len(stranded) > 0 {
+		t.Logf("KNOWN LEAK: %d checkpoint ledgers below the checkpoint's first ledger %d are still there: %v",
+			len(stranded), st.checkpoint.FirstLedger, stranded)
+	}
 	// Records read before the store's list: a ledger deleted in between is
 	// among them, one created in between has a higher id.
 	if st, err := readEtcdState(ctx, cli); err != nil {
@@ -406,25 +463,34 @@ func checkDeletionsFinish(t *testing.T, srv *boundedDev, c *client.Client) {
 // gone (records in id order, read before).
 func checkStoreLedgers(t *testing.T, ctx context.Context, addr string, records []uint64) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	held, err := storeLedgers(ctx, addr)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer conn.Close()
-	info, err := walpb.NewWALClient(conn).Info(ctx, &walpb.InfoRequest{})
-	if err != nil {
-		t.Fatalf("store info: %v", err)
 	}
 	newest := uint64(0)
 	if len(records) > 0 {
 		newest = records[len(records)-1]
 	}
-	for _, id := range info.Ledgers {
+	for _, id := range held {
 		if _, found := slices.BinarySearch(records, id); !found && id <= newest {
 			t.Errorf("the store holds ledger %d, which has no record (its deletion left it, or it was never created)", id)
 		}
 	}
-	t.Logf("the store holds %d ledgers, etcd %d records", len(info.Ledgers), len(records))
+	t.Logf("the store holds %d ledgers, etcd %d records", len(held), len(records))
+}
+
+// storeLedgers are the ledgers the dev process's WAL store holds.
+func storeLedgers(ctx context.Context, addr string) ([]uint64, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	info, err := walpb.NewWALClient(conn).Info(ctx, &walpb.InfoRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("store info: %w", err)
+	}
+	return info.Ledgers, nil
 }
 
 // boundedDebugEnv=1 logs the etcd state at each kill and the server's log

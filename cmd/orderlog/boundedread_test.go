@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -303,4 +305,23 @@ func (p *probeProducer) produceOnce(ctx context.Context, req *orderlogpb.Produce
 		return nil, errors.New("empty answer")
 	}
 	return resp, nil
+}
+
+// httpReadBelowStart asks the HTTP API for an offset below the log start:
+// it must answer 416 with OFFSET_OUT_OF_RANGE.
+func httpReadBelowStart(ctx context.Context, httpAddr string, offset uint64) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/v1/messages?offset=%d&limit=1", httpAddr, offset), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestedRangeNotSatisfiable || !strings.Contains(string(body), string(apierr.OffsetOutOfRange)) {
+		return fmt.Errorf("GET /v1/messages?offset=%d below the log start: %d %s, want 416 OFFSET_OUT_OF_RANGE", offset, resp.StatusCode, body)
+	}
+	return nil
 }

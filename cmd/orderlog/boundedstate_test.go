@@ -208,13 +208,16 @@ func (st etcdState) String() string {
 }
 
 // killTrigger is what a kill waits for: nothing (a random moment), a
-// deletion mark being created, or a roll opening a writer's second ledger.
+// deletion mark being created (retention's step 1), one being removed with
+// its ledger's record (step 3, the next ledger's steps 2 and 3 follow), or
+// a roll opening a writer's second ledger.
 type killTrigger string
 
 const (
-	killAtRandom killTrigger = "random"
-	killAtMark   killTrigger = "mark"
-	killAtRoll   killTrigger = "roll"
+	killAtRandom  killTrigger = "random"
+	killAtMark    killTrigger = "mark"
+	killAtRemoved killTrigger = "removed"
+	killAtRoll    killTrigger = "roll"
 )
 
 // waitTrigger returns once the trigger's event was committed in etcd (or
@@ -223,10 +226,14 @@ func waitTrigger(ctx context.Context, cli *clientv3.Client, trigger killTrigger,
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	switch trigger {
-	case killAtMark:
+	case killAtMark, killAtRemoved:
+		want := clientv3.EventTypePut
+		if trigger == killAtRemoved {
+			want = clientv3.EventTypeDelete
+		}
 		for resp := range cli.Watch(ctx, keys.LedgerDeletingPrefix, clientv3.WithPrefix()) {
 			for _, ev := range resp.Events {
-				if ev.Type == clientv3.EventTypePut {
+				if ev.Type == want {
 					return true
 				}
 			}
@@ -324,4 +331,27 @@ func (st etcdState) commitLogReadable() error {
 		}
 	}
 	return nil
+}
+
+// retentionCandidates is how many keys the retention election holds (0 if
+// it cannot be read).
+func retentionCandidates(ctx context.Context, cli *clientv3.Client) int64 {
+	resp, err := cli.Get(ctx, keys.RetentionElection, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0
+	}
+	return resp.Count
+}
+
+// strandedCheckpoints are the checkpoint ledgers no reader or takeover
+// needs any more (below the oldest one the pointer's index names, and not
+// the pointer's own) whose records are still there.
+func (st etcdState) strandedCheckpoints() []uint64 {
+	var out []uint64
+	for _, m := range st.ledgers {
+		if strings.HasSuffix(m.WriterIncarnation, "-checkpoint") && m.ID != st.checkpoint.Ledger && m.ID < st.checkpoint.FirstLedger {
+			out = append(out, m.ID)
+		}
+	}
+	return out
 }
