@@ -17,17 +17,20 @@ import (
 
 	"orderlog/client"
 	"orderlog/internal/history"
-	"orderlog/internal/node"
 	"orderlog/proto/walpb"
 )
 
-// boundedDevFlags make rolls and deletions happen all the time under the
-// test's load (a few thousand messages of ~10 bytes a second): a ledger
-// rolls every 16 KiB or 300 ms, the log keeps 64 KiB, and retention
-// passes every 20 ms.
+// boundedDevFlags make rolls, deletions and checkpoints happen all the
+// time under the test's load (a few thousand messages of ~10 bytes a
+// second): a ledger rolls every 16 KiB or 300 ms, the log keeps 64 KiB,
+// retention passes every 20 ms and deletes a ledger 200 ms after the log
+// start passed it (the default, a minute counted from each restart, would
+// delete nothing in a process killed every few seconds), and the commit
+// log is checkpointed every 500 records or second.
 var boundedDevFlags = []string{
 	"--ledger-roll-bytes", "16KiB", "--ledger-roll-age", "300ms",
-	"--retention-bytes", "64KiB", "--retention-check", "20ms",
+	"--retention-bytes", "64KiB", "--retention-check", "20ms", "--retention-grace", "200ms",
+	"--checkpoint-records", "500", "--checkpoint-interval", "1s",
 }
 
 // boundedDev is `orderlog dev` with boundedDevFlags and a fixed etcd
@@ -104,7 +107,6 @@ func TestBoundedStateCrashHistory(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("ORDERLOG_SOAK")); err == nil && n > 0 {
 		cycles *= n
 	}
-	t.Setenv(boundedConfigEnv, "1") // the child processes inherit it
 	began := time.Now()
 	srv := &boundedDev{serverProcess: newDevProcess(t), etcdAddr: freeAddr(t)}
 	srv.start()
@@ -496,20 +498,3 @@ func storeLedgers(ctx context.Context, addr string) ([]uint64, error) {
 // boundedDebugEnv=1 logs the etcd state at each kill and the server's log
 // also when the test passes.
 const boundedDebugEnv = "ORDERLOG_BOUNDED_DEBUG"
-
-// boundedConfigEnv, in the environment of the test binary run as
-// orderlog, gives dev two settings no flag offers, through devConfigHook:
-// a commit-log checkpoint every 500 records (and every second), and a
-// deletion grace of 200 ms instead of a minute (ledgers go only below a
-// log start that stood that long, counted from each restart: with the
-// default, a process killed every few seconds would never delete one).
-const boundedConfigEnv = "ORDERLOG_TEST_BOUNDED_CONFIG"
-
-func init() {
-	if os.Getenv(boundedConfigEnv) == "1" {
-		devConfigHook = func(cfg *node.Config) {
-			cfg.Checkpoint.Records, cfg.Checkpoint.Interval = 500, time.Second
-			cfg.Retention.DeleteGrace = 200 * time.Millisecond
-		}
-	}
-}

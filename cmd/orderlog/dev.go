@@ -11,12 +11,6 @@ import (
 	"orderlog/internal/node"
 )
 
-// devConfigHook, if set, changes the configuration dev starts with. Only
-// tests set it, in the test binary that crash tests run as orderlog, for
-// settings no flag offers: boundedcrash_test.go checkpoints the commit log
-// every few hundred records and shortens retention's deletion grace.
-var devConfigHook func(*node.Config)
-
 // runDev starts every orderlog role in one process: embedded etcd, a WAL
 // store, the sequencer, an ingest node, the reader, gRPC and HTTP.
 func runDev(args []string) error {
@@ -54,9 +48,6 @@ func runDev(args []string) error {
 	keep.apply(&cfg)
 	if err := tf.apply(&cfg); err != nil {
 		return err
-	}
-	if devConfigHook != nil {
-		devConfigHook(&cfg)
 	}
 	signals, stopped := stopSignals()
 	defer stopped()
