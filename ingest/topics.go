@@ -54,6 +54,10 @@ func CreateTopic(ctx context.Context, cli *clientv3.Client, name string, config 
 	return nil
 }
 
+// maxRetentionMs is 100 years: a retention beyond it is forever (-1), and
+// a larger value would overflow a time.Duration.
+const maxRetentionMs = 100 * 365 * 24 * 3600 * 1000
+
 // validateTopicConfig refuses a cleanup configuration that means nothing.
 func validateTopicConfig(c *orderlogpb.TopicConfig) error {
 	switch {
@@ -61,10 +65,10 @@ func validateTopicConfig(c *orderlogpb.TopicConfig) error {
 		return nil
 	case c.CleanupPolicy != "" && c.CleanupPolicy != "delete" && c.CleanupPolicy != "compact":
 		return apierr.New(apierr.InvalidArgument, "cleanup_policy %q: want \"delete\" or \"compact\"", c.CleanupPolicy)
-	case c.RetentionMs < -1:
-		return apierr.New(apierr.InvalidArgument, "retention_ms %d: want ≥ 0, or -1 for forever", c.RetentionMs)
-	case c.DeleteRetentionMs < 0:
-		return apierr.New(apierr.InvalidArgument, "delete_retention_ms %d: want ≥ 0", c.DeleteRetentionMs)
+	case c.RetentionMs < -1 || c.RetentionMs > maxRetentionMs:
+		return apierr.New(apierr.InvalidArgument, "retention_ms %d: want 0 to %d, or -1 for forever", c.RetentionMs, int64(maxRetentionMs))
+	case c.DeleteRetentionMs < 0 || c.DeleteRetentionMs > maxRetentionMs:
+		return apierr.New(apierr.InvalidArgument, "delete_retention_ms %d: want 0 to %d", c.DeleteRetentionMs, int64(maxRetentionMs))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"orderlog/ingest/batch"
+	"orderlog/ingest/retention"
 	"orderlog/internal/apierr"
 )
 
@@ -19,7 +20,10 @@ type startMovingEntries struct {
 }
 
 func (s *startMovingEntries) ReadEntry(ctx context.Context, ledger uint64, entry int64) ([]byte, error) {
-	s.once.Do(func() { s.r.SetLogStart(s.start) })
+	s.once.Do(func() {
+		s.r.SetRetained(retention.Retained{End: s.start}) // retention moves both together
+		s.r.SetLogStart(s.start)
+	})
 	return s.memEntries.ReadEntry(ctx, ledger, entry)
 }
 
@@ -59,5 +63,27 @@ func TestAPageEndsWhereTheLogStartMovedPast(t *testing.T) {
 	_, err = r.ReadPage(context.Background(), page.NextOffset, n, Filter{})
 	if e := apierr.As(err); e == nil || e.Code != apierr.OffsetOutOfRange || e.Details["log_start"] != "200" {
 		t.Fatalf("the next page: %v", err)
+	}
+}
+
+// TestANewStartWithoutItsRetainedSetIsUnavailable: a reader that learned
+// a new log start before the retained set that reaches it (two watches)
+// answers UNAVAILABLE below the start, not OFFSET_OUT_OF_RANGE (found in
+// review: a consumer of a compacted topic was told to skip what is kept).
+func TestANewStartWithoutItsRetainedSetIsUnavailable(t *testing.T) {
+	commits := NewCommitMap()
+	must(t, commits.Resolve(1, Segment{First: 0, End: 300, Hole: true}))
+	must(t, commits.Advance(1, 300))
+	r := New(commits, memEntries{})
+	r.SetRetained(retention.Retained{End: 100, Ledgers: []retention.RetainedLedger{{ID: 9, First: 10, End: 11, Entries: 1}}})
+	r.SetLogStart(200)
+	_, err := r.ReadPage(context.Background(), 10, 10, Filter{})
+	if e := apierr.As(err); e.Code != apierr.Unavailable {
+		t.Fatalf("new start, old set: %v", err)
+	}
+	r.SetRetained(retention.Retained{End: 200})
+	_, err = r.ReadPage(context.Background(), 10, 10, Filter{})
+	if e := apierr.As(err); e.Code != apierr.OffsetOutOfRange || e.Details["log_start"] != "200" {
+		t.Fatalf("new start, its (empty) set: %v", err)
 	}
 }

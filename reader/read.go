@@ -21,6 +21,11 @@ type Filter struct {
 	ToTimeMicros   int64 // ingest time, exclusive; 0 = no bound
 }
 
+// selectsAll reports whether f is the zero Filter.
+func (f Filter) selectsAll() bool {
+	return f.Topic == "" && f.Key == nil && f.FromTimeMicros == 0 && f.ToTimeMicros == 0
+}
+
 func (f Filter) matches(topic string, key []byte, ingestTime int64) bool {
 	return (f.Topic == "" || f.Topic == topic) &&
 		(f.Key == nil || bytes.Equal(f.Key, key)) &&
@@ -34,6 +39,7 @@ type Reader struct {
 	entries  EntrySource
 	start    logStart
 	retained retainedSet
+	topics   topicRetention
 	// PageMessages bounds the messages in one response frame.
 	PageMessages int
 }
@@ -102,7 +108,12 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 			// Retention moved the log start past NextOffset while the page
 			// was read (SetLogStart trimmed the map): the page ends here,
 			// and the next one starts below the start (the retained set,
-			// or OFFSET_OUT_OF_RANGE), never with a silent gap.
+			// or OFFSET_OUT_OF_RANGE), never with a silent gap. An empty
+			// page goes on there at once (a stream takes an empty page
+			// for no progress).
+			if len(page.Messages) == 0 && len(page.Skipped) == 0 {
+				return r.ReadPage(ctx, page.NextOffset, limit, filter)
+			}
 			return page, nil
 		}
 		for _, seg := range segments {
@@ -170,6 +181,12 @@ func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadRespons
 		}
 		rec := &entry.records[i]
 		if !filter.matches(rec.Topic, rec.Key, ingestTime) {
+			continue
+		}
+		if r.topics.expired(rec.Topic, ingestTime) {
+			if filter.selectsAll() {
+				skipExpired(page, offset)
+			}
 			continue
 		}
 		producerID, seq := entry.producerOf(i)

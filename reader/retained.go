@@ -62,11 +62,21 @@ func (r *Reader) ReadStart() uint64 {
 	return start
 }
 
-// checkStart refuses a read from below where reading can start.
+// checkStart refuses a read from below where reading can start. Below the
+// log start it needs the retained set that reaches it: retention switches
+// both in one transaction, but the reader learns them by two watches, and
+// with the new start and the old set it cannot tell (UNAVAILABLE, retry).
 func (r *Reader) checkStart(from uint64) error {
-	if start := r.ReadStart(); from < start {
-		return apierr.New(apierr.OffsetOutOfRange, "offset %d is below the log start %d: older messages were deleted by retention", from, start).
-			With("log_start", strconv.FormatUint(start, 10))
+	start := r.LogStart()
+	if from >= start {
+		return nil
+	}
+	if set := r.retainedSnapshot(); set.End < start {
+		return apierr.New(apierr.Unavailable, "offset %d is below the log start %d and the reader has not loaded what is kept there yet: retry", from, start)
+	}
+	if first := r.ReadStart(); from < first {
+		return apierr.New(apierr.OffsetOutOfRange, "offset %d is below the log start %d: older messages were deleted by retention", from, first).
+			With("log_start", strconv.FormatUint(first, 10))
 	}
 	return nil
 }

@@ -37,11 +37,14 @@ import (
 // CheckpointConfig configures commit-log checkpoints.
 type CheckpointConfig struct {
 	// Records: a checkpoint is written once this many commit records were
-	// confirmed since the last one. Default 1,000,000; negative disables
+	// confirmed since the last one. Default 100,000; negative disables
 	// checkpoints.
 	Records int
 	// Interval: a checkpoint is also written once this long passed since
-	// the last one, if any record was confirmed meanwhile. Default 10 min.
+	// the last one, if any record was confirmed meanwhile. Default 1 min:
+	// each checkpoint rolls the commit ledger, whose records lie in every
+	// WAL segment written since, so until the next one a store keeps that
+	// many seconds of writes on disk whatever retention deleted.
 	Interval time.Duration
 	// ChunkSegments bounds the segments (ledger entries and holes) of one
 	// chunk entry, the unit a reader loads. Default 16,384.
@@ -60,10 +63,10 @@ type CheckpointConfig struct {
 // Validate fills defaults.
 func (c *CheckpointConfig) Validate() error {
 	if c.Records == 0 {
-		c.Records = 1_000_000
+		c.Records = 100_000
 	}
 	if c.Interval == 0 {
-		c.Interval = 10 * time.Minute
+		c.Interval = time.Minute
 	}
 	if c.ChunkSegments == 0 {
 		c.ChunkSegments = 16384
@@ -109,7 +112,9 @@ type checkpointTrack struct {
 func (l *leader) startFromCheckpoint(ctx context.Context, head commitLogHead) error {
 	l.ckptLedgers, _ = l.node.cfg.Ledgers.(CheckpointLedgers)
 	l.ckpt = checkpointTrack{pointer: head.pointer, rev: head.pointerRev}
-	l.mu.lastCheckpoint = time.Now()
+	// Due an Interval after the last one was written, whoever wrote it; a
+	// log that never had one gets one once a record is confirmed.
+	l.mu.lastCheckpoint = time.UnixMilli(head.pointer.WrittenAt)
 	if head.pointer.IsZero() || l.ckptLedgers == nil {
 		return nil
 	}
@@ -286,7 +291,8 @@ func (l *leader) sealCheckpoint(ctx context.Context, b checkpointBuild, firstKep
 		return fail(err)
 	}
 	p := CheckpointPointer{Version: 1, Ledger: cw.ID(), StateEntry: stateEntry, IndexEntry: indexEntry,
-		Start: ix.Start, End: ix.End, C: st.C, Epoch: l.epoch, FirstKept: firstKept, FirstLedger: ix.FirstLedger()}
+		Start: ix.Start, End: ix.End, C: st.C, Epoch: l.epoch, FirstKept: firstKept, FirstLedger: ix.FirstLedger(),
+		WrittenAt: time.Now().UnixMilli()}
 	return checkpointTrack{pointer: p, state: &st, index: &ix, referenced: referenced, dropped: b.DroppedPages}, nil
 }
 

@@ -36,6 +36,11 @@ type CheckpointPointer struct {
 	// none): a checkpoint ledger below it, other than Ledger, holds
 	// nothing any reader needs (retention may delete it).
 	FirstLedger uint64 `json:"first_ledger,omitempty"`
+	// WrittenAt is when it was written (Unix milliseconds; 0 in pointers
+	// written before it existed): a new leader's next checkpoint is due an
+	// Interval after it, not an Interval after the takeover (a leader that
+	// changed more often than that never wrote one).
+	WrittenAt int64 `json:"written_at,omitempty"`
 }
 
 // IsZero says whether p names no checkpoint (none was ever written).

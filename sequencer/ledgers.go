@@ -254,8 +254,11 @@ func (lc *LedgerClient) Older(ctx context.Context, epoch, c0 uint64, commitLedge
 	var closed []uint64
 	for _, m := range ms {
 		// A commit ledger of a leader that died before recording it is not
-		// skipped: it is closed like any other (it has no offsets).
-		if skip[m.ID] {
+		// skipped: it is closed like any other (it has no offsets). A
+		// retained-set ledger is: every offset it holds lies below the log
+		// start, which never passes C, so below C₀ (retention closes its
+		// own abandoned ones).
+		if skip[m.ID] || m.Kind == ledger.KindRetained {
 			continue
 		}
 		switch m.State {

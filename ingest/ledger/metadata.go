@@ -85,6 +85,11 @@ type Kind string
 // producer's state needs it.
 const KindIngest Kind = "ingest"
 
+// KindRetained: a ledger of retention's retained set (messages kept below
+// the log start at their offsets). Its offsets lie below every new
+// leader's C₀, so a sequencer takeover does not close or read it.
+const KindRetained Kind = "retained"
+
 // Degraded reports whether the ensemble has fewer members than intended.
 func (m Metadata) Degraded() bool { return m.W < m.IntendedW }
 

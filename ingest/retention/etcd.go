@@ -71,10 +71,19 @@ func ParseStart(value []byte) (uint64, error) { return strconv.ParseUint(string(
 // next pass reads again.
 var errRaced = errors.New("retention: changed concurrently")
 
-// moveStart writes the new log start if the key is as read.
-func moveStart(ctx context.Context, cli *clientv3.Client, st clusterState, start uint64) error {
-	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(keys.LogStart), "=", st.startRevision)).
-		Then(clientv3.OpPut(keys.LogStart, strconv.FormatUint(start, 10))).Commit()
+// moveStart writes the new log start and the retained set reaching it in
+// one transaction, if both keys are as read and the worker still leads
+// (electionKey exists; "" in tests that run passes without an election): a
+// deposed worker must not switch to a set its successor already deleted.
+func moveStart(ctx context.Context, cli *clientv3.Client, st clusterState, start uint64, set Retained, electionKey string) error {
+	value, err := encodeRetained(set)
+	if err != nil {
+		return err
+	}
+	cmps := append(leading(electionKey), clientv3.Compare(clientv3.ModRevision(keys.LogStart), "=", st.startRevision),
+		clientv3.Compare(clientv3.ModRevision(keys.Retained), "=", st.retained.ModRevision))
+	resp, err := cli.Txn(ctx).If(cmps...).
+		Then(clientv3.OpPut(keys.LogStart, strconv.FormatUint(start, 10)), clientv3.OpPut(keys.Retained, value)).Commit()
 	if err != nil {
 		return fmt.Errorf("move the log start: %w", err)
 	}
@@ -189,12 +198,21 @@ func deleteCopy(ctx context.Context, stores ledger.Dialer, member ledger.Member,
 	return err
 }
 
-// mark records that m is being deleted, if its record is unchanged.
-func mark(ctx context.Context, cli *clientv3.Client, m ledger.Metadata) error {
-	resp, err := cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.ModRevision(keys.Ledger(m.ID)), "=", m.ModRevision),
-		clientv3.Compare(clientv3.CreateRevision(keys.LedgerDeleting(m.ID)), "=", 0),
-	).Then(clientv3.OpPut(keys.LedgerDeleting(m.ID), "")).Commit()
+// leading compares that the worker's election key exists ("" compares
+// nothing).
+func leading(electionKey string) []clientv3.Cmp {
+	if electionKey == "" {
+		return nil
+	}
+	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(electionKey), ">", 0)}
+}
+
+// mark records that m is being deleted, if its record is unchanged and the
+// worker still leads.
+func mark(ctx context.Context, cli *clientv3.Client, m ledger.Metadata, electionKey string) error {
+	cmps := append(leading(electionKey), clientv3.Compare(clientv3.ModRevision(keys.Ledger(m.ID)), "=", m.ModRevision),
+		clientv3.Compare(clientv3.CreateRevision(keys.LedgerDeleting(m.ID)), "=", 0))
+	resp, err := cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(keys.LedgerDeleting(m.ID), "")).Commit()
 	if err != nil {
 		return fmt.Errorf("mark ledger %d for deletion: %w", m.ID, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -22,6 +23,11 @@ type Retained struct {
 	// set; the set was built from the log up to End.
 	End     uint64           `json:"end"`
 	Ledgers []RetainedLedger `json:"ledgers,omitempty"`
+	// Previous are the ledgers of the set this one replaced, switched at
+	// SwitchedAt (Unix ms): kept for the deletion grace, as readers learn
+	// the switch by a watch and may still read them.
+	Previous   []uint64 `json:"previous,omitempty"`
+	SwitchedAt int64    `json:"switched_at,omitempty"`
 	// ModRevision is the key's revision when read (0: never written); not
 	// encoded.
 	ModRevision int64 `json:"-"`
@@ -65,22 +71,23 @@ func DecodeRetained(value []byte) (Retained, error) {
 	return r, nil
 }
 
-// swapRetained writes next if the pointer is still as prev was read.
-func swapRetained(ctx context.Context, cli *clientv3.Client, prev, next Retained) error {
-	next.Version = retainedVersion
-	value, err := json.Marshal(next)
-	if err != nil {
-		return err
+// encodeRetained is the pointer's value.
+func encodeRetained(r Retained) (string, error) {
+	r.Version = retainedVersion
+	value, err := json.Marshal(r)
+	return string(value), err
+}
+
+// pinned are the set's ledgers, and the previous set's until the switch
+// stood for grace.
+func (r Retained) pinned(now time.Time, grace time.Duration) map[uint64]bool {
+	out := r.ids()
+	if now.Sub(time.UnixMilli(r.SwitchedAt)) < grace {
+		for _, id := range r.Previous {
+			out[id] = true
+		}
 	}
-	resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(keys.Retained), "=", prev.ModRevision)).
-		Then(clientv3.OpPut(keys.Retained, string(value))).Commit()
-	if err != nil {
-		return fmt.Errorf("switch the retained set: %w", err)
-	}
-	if !resp.Succeeded {
-		return fmt.Errorf("switch the retained set: %w", errRaced)
-	}
-	return nil
+	return out
 }
 
 // ids are the set's ledger ids.
@@ -115,6 +122,10 @@ func EncodeIndex(spans []IndexSpan) []byte {
 	return buf
 }
 
+// overlong reports a varint of n bytes that has a shorter encoding: every
+// index has exactly one encoding.
+func overlong(buf []byte, n int) bool { return n > 1 && buf[n-1] == 0 }
+
 // ErrBadIndex is returned for an index entry that does not decode.
 var ErrBadIndex = errors.New("retention: bad retained index")
 
@@ -126,7 +137,7 @@ func DecodeIndex(buf []byte) ([]IndexSpan, error) {
 	}
 	buf = buf[5:]
 	count, n := binary.Uvarint(buf)
-	if n <= 0 || count > uint64(len(buf)) { // each span takes at least two bytes
+	if n <= 0 || overlong(buf, n) || count > uint64(len(buf)) { // each span takes at least two bytes
 		return nil, fmt.Errorf("%w: count", ErrBadIndex)
 	}
 	buf = buf[n:]
@@ -134,11 +145,11 @@ func DecodeIndex(buf []byte) ([]IndexSpan, error) {
 	var prevEnd uint64
 	for range count {
 		gap, n1 := binary.Uvarint(buf)
-		if n1 <= 0 {
+		if n1 <= 0 || overlong(buf, n1) {
 			return nil, fmt.Errorf("%w: truncated", ErrBadIndex)
 		}
 		length, n2 := binary.Uvarint(buf[n1:])
-		if n2 <= 0 || length == 0 || prevEnd+gap < prevEnd || prevEnd+gap+length < prevEnd+gap {
+		if n2 <= 0 || overlong(buf[n1:], n2) || length == 0 || prevEnd+gap < prevEnd || prevEnd+gap+length < prevEnd+gap {
 			return nil, fmt.Errorf("%w: span", ErrBadIndex)
 		}
 		first := prevEnd + gap

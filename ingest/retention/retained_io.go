@@ -57,7 +57,7 @@ func writeRetainedLedger(ctx context.Context, mk LedgerMaker, batches []KeptBatc
 	if err != nil {
 		return RetainedLedger{}, fmt.Errorf("choose a retained ledger's stores: %w", err)
 	}
-	w, err := ledger.Create(ctx, mk.Etcd, ledger.CreateOptions{Epoch: epoch, WriterIncarnation: writer, WriterKey: writerKey,
+	w, err := ledger.Create(ctx, mk.Etcd, ledger.CreateOptions{Epoch: epoch, WriterIncarnation: writer, WriterKey: writerKey, Kind: ledger.KindRetained,
 		Ensemble: ensemble, W: mk.W, AckQuorum: mk.AckQuorum, Tolerate: mk.Tolerate, Stores: mk.Stores})
 	if err != nil {
 		return RetainedLedger{}, fmt.Errorf("create a retained ledger: %w", err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"orderlog/internal/keys"
@@ -24,9 +26,24 @@ type topicFields struct {
 	DeleteRetentionMs int64  `json:"delete_retention_ms"`
 }
 
+// topicRetentions are the topics' own retentions (retention_ms > 0) in
+// topic records.
+func topicRetentions(kvs []*mvccpb.KeyValue) map[string]time.Duration {
+	out := make(map[string]time.Duration)
+	for _, kv := range kvs {
+		var f topicFields
+		if json.Unmarshal(kv.Value, &f) == nil && f.RetentionMs > 0 {
+			out[strings.TrimPrefix(string(kv.Key), keys.TopicsPrefix)] = time.Duration(f.RetentionMs) * time.Millisecond
+		}
+	}
+	return out
+}
+
 // readPolicies reads the topics whose policy keeps messages below the log
 // start.
-func readPolicies(ctx context.Context, cli *clientv3.Client) (map[string]TopicPolicy, error) {
+// A record that does not decode is logged and counts as keeping nothing:
+// one bad record must not stop retention.
+func readPolicies(ctx context.Context, cli *clientv3.Client, logger *slog.Logger) (map[string]TopicPolicy, error) {
 	resp, err := cli.Get(ctx, keys.TopicsPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
@@ -35,7 +52,8 @@ func readPolicies(ctx context.Context, cli *clientv3.Client) (map[string]TopicPo
 	for _, kv := range resp.Kvs {
 		var f topicFields
 		if err := json.Unmarshal(kv.Value, &f); err != nil {
-			return nil, fmt.Errorf("decode topic %q: %w", kv.Key, err)
+			logger.Warn("retention: a topic record does not decode; it keeps nothing below the log start", "key", string(kv.Key), "err", err)
+			continue
 		}
 		p := TopicPolicy{Compact: f.CleanupPolicy == "compact", Retention: time.Duration(f.RetentionMs) * time.Millisecond,
 			DeleteRetention: time.Duration(f.DeleteRetentionMs) * time.Millisecond}

@@ -79,3 +79,32 @@ func watchRetainedFrom(ctx context.Context, cli *clientv3.Client, revision int64
 		}
 	}
 }
+
+// WatchTopicRetention calls set with every topic's own retention
+// (retention_ms > 0) now and after every topic change, until ctx ends.
+func WatchTopicRetention(ctx context.Context, cli *clientv3.Client, set func(map[string]time.Duration)) {
+	for ctx.Err() == nil {
+		resp, err := cli.Get(ctx, keys.TopicsPrefix, clientv3.WithPrefix())
+		if err == nil {
+			set(topicRetentions(resp.Kvs))
+			watchTopicsFrom(ctx, cli, resp.Header.Revision, set)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func watchTopicsFrom(ctx context.Context, cli *clientv3.Client, revision int64, set func(map[string]time.Duration)) {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range cli.Watch(ctx, keys.TopicsPrefix, clientv3.WithPrefix(), clientv3.WithRev(revision+1)) {
+		if resp.Err() != nil {
+			return
+		}
+		if len(resp.Events) > 0 {
+			return // re-read them all: a change is rare, and the map is small
+		}
+	}
+}

@@ -2,10 +2,12 @@ package retention
 
 import (
 	"context"
-	"math"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -99,6 +101,7 @@ type Worker struct {
 	// read, oldest first: deletions go only below one that stood for
 	// DeleteGrace.
 	starts []seenStart
+	stood  uint64 // the highest start that stood for the grace
 }
 
 type seenStart struct {
@@ -117,15 +120,14 @@ func (w *Worker) noteStart(start uint64, now time.Time) {
 // or set at least grace ago (0 if none).
 func (w *Worker) stoodStart(start uint64, now time.Time) uint64 {
 	w.noteStart(start, now)
-	var stood uint64
 	for len(w.starts) > 0 && now.Sub(w.starts[0].at) >= w.cfg.DeleteGrace {
-		stood = w.starts[0].start
+		w.stood = max(w.stood, w.starts[0].start)
 		if len(w.starts) == 1 {
 			break
 		}
 		w.starts = w.starts[1:]
 	}
-	return stood
+	return w.stood
 }
 
 // New returns a worker; call Run.
@@ -196,7 +198,7 @@ func (w *Worker) Pass(ctx context.Context) error {
 	}
 	now := w.cfg.Now()
 	pinned := Pins(state.producers, state.ledgers)
-	for id := range state.retained.ids() {
+	for id := range state.retained.pinned(now, w.cfg.DeleteGrace) {
 		pinned[id] = true
 	}
 	in := Input{Ledgers: state.ledgers, Deleting: state.deleting, Pinned: pinned, Retained: state.retained.ids(),
@@ -206,17 +208,20 @@ func (w *Worker) Pass(ctx context.Context) error {
 	}
 	decision := Plan(in, w.cfg.Policy)
 	if decision.Start > state.start {
-		// The retained set first: a reader that sees the new start serves
-		// what lies below it from the set.
-		if err := w.extendRetained(ctx, state, decision.Start, now); err != nil {
+		// The retained set is switched in the same transaction: in etcd
+		// the set always reaches the start, and a reader that has the new
+		// start but not yet the new set answers UNAVAILABLE below it.
+		set, err := w.extendRetained(ctx, state, decision.Start, now)
+		if err != nil {
 			return err
 		}
-		if err := moveStart(ctx, w.cfg.Etcd, state, decision.Start); err != nil {
+		if err := moveStart(ctx, w.cfg.Etcd, state, decision.Start, set, w.electionKey); err != nil {
 			return err
 		}
 		w.noteStart(decision.Start, now)
 		w.cfg.Logger.Info("retention: log start moved", "from", state.start, "to", decision.Start)
 	}
+	w.recoverAbandoned(ctx, state)
 	w.cfg.Metrics.observeStart(decision.Start)
 	for _, p := range Orphans(state.producers, state.ledgers, decision.Start, w.cfg.ProducerExpiry, now) {
 		if err := expireOrphan(ctx, w.cfg.Etcd, p); err != nil {
@@ -226,7 +231,7 @@ func (w *Worker) Pass(ctx context.Context) error {
 		w.cfg.Logger.Info("retention: expired a producer whose owner is gone", "producer", p.ID)
 	}
 	for _, m := range decision.Delete {
-		if err := mark(ctx, w.cfg.Etcd, m); err != nil {
+		if err := mark(ctx, w.cfg.Etcd, m, w.electionKey); err != nil {
 			w.noteFailure(m.ID, err)
 			continue
 		}
@@ -236,19 +241,21 @@ func (w *Worker) Pass(ctx context.Context) error {
 	return nil
 }
 
-// extendRetained rebuilds the retained set up to start when a topic keeps
-// messages below it (or an older set exists): the set's messages merged
-// with those in [set end, start), compacted, written to new ledgers, and
-// the pointer switched by CAS. The old set's ledgers lie below the start
-// then, unpinned: the next pass deletes them.
-func (w *Worker) extendRetained(ctx context.Context, state clusterState, start uint64, now time.Time) error {
-	policies, err := readPolicies(ctx, w.cfg.Etcd)
-	if err != nil {
-		return err
-	}
+// extendRetained returns the retained set for a log start moving to
+// start: when a topic keeps messages below it (or the set holds some), the
+// set's messages merged with those in [set end, start), compacted and
+// written to new ledgers; otherwise the set as it is, ending at start. The
+// caller switches it with the start. The old set's ledgers stay pinned for
+// the deletion grace (readers may still read them), then go.
+func (w *Worker) extendRetained(ctx context.Context, state clusterState, start uint64, now time.Time) (Retained, error) {
 	old := state.retained
+	next := Retained{End: max(start, old.End), Ledgers: old.Ledgers, Previous: old.Previous, SwitchedAt: old.SwitchedAt}
+	policies, err := readPolicies(ctx, w.cfg.Etcd, w.cfg.Logger)
+	if err != nil {
+		return Retained{}, err
+	}
 	if w.cfg.ReadLog == nil || (len(policies) == 0 && len(old.Ledgers) == 0) || start <= old.End {
-		return nil // nothing to keep, or kept already (a pass that switched the set and stopped)
+		return next, nil // nothing to keep, or kept already
 	}
 	var added []Kept
 	from := max(old.End, state.start) // below the start nothing is left to read
@@ -259,23 +266,34 @@ func (w *Worker) extendRetained(ctx context.Context, state clusterState, start u
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("read [%d, %d) for the retained set: %w", from, start, err)
+		return Retained{}, fmt.Errorf("read [%d, %d) for the retained set: %w", from, start, err)
 	}
 	kept, err := readRetained(ctx, w.cfg.Etcd, w.cfg.Stores, old)
 	if err != nil {
-		return err
+		return Retained{}, err
 	}
 	set := Compact(kept, added, policies, now)
 	ledgers, err := writeRetained(ctx, w.cfg.Ledgers, set, "retention/"+w.cfg.Name, w.electionKey)
 	if err != nil {
-		return err
-	}
-	if err := swapRetained(ctx, w.cfg.Etcd, old, Retained{End: start, Ledgers: ledgers}); err != nil {
-		return err
+		return Retained{}, err
 	}
 	w.cfg.Logger.Info("retention: retained set rebuilt", "end", start, "messages", len(set), "was", len(kept),
 		"added", len(added), "ledgers", len(ledgers))
-	return nil
+	return Retained{End: start, Ledgers: ledgers, Previous: slices.Collect(maps.Keys(old.ids())), SwitchedAt: now.UnixMilli()}, nil
+}
+
+// recoverAbandoned closes the retained-set ledgers a crashed or deposed
+// worker left open (a rebuild that stopped while writing): closed, they are
+// below the start and unpinned, and the normal rule deletes them.
+func (w *Worker) recoverAbandoned(ctx context.Context, state clusterState) {
+	for _, m := range state.ledgers {
+		if m.Kind != ledger.KindRetained || m.State == ledger.StateClosed || m.WriterIncarnation == "retention/"+w.cfg.Name {
+			continue
+		}
+		if _, err := ledger.Recover(ctx, w.cfg.Etcd, m.ID, ledger.RecoverOptions{Stores: w.cfg.Stores}); err != nil {
+			w.noteFailure(m.ID, err)
+		}
+	}
 }
 
 // deleteMarked finishes every marked ledger's deletion it can.

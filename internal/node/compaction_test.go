@@ -45,7 +45,7 @@ func TestCompactedTopicKeepsTheLatestOfEachKeyBelowTheLogStart(t *testing.T) {
 	}
 	defer p.Close()
 	written := map[uint64]*orderlogpb.Message{} // offset → message
-	lastOf := map[string]uint64{}                // users key → offset of its last message
+	lastOf := map[string]uint64{}               // users key → offset of its last message
 	produce := func(msgs ...*orderlogpb.Message) {
 		t.Helper()
 		acks, err := p.Produce(ctx, msgs...)

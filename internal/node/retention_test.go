@@ -29,7 +29,7 @@ func TestRollingAndRetentionBoundTheLog(t *testing.T) {
 	const retained = 256 << 10
 	cfg := Config{DataDir: dir, Ingest: ingest.Config{RollBytes: 64 << 10}, SegmentSize: 256 << 10,
 		Checkpoint: sequencer.CheckpointConfig{Records: 200},
-		Retention: RetentionConfig{Policy: retention.Policy{Bytes: retained}, Interval: 50 * time.Millisecond, DeleteGrace: -1}}
+		Retention:  RetentionConfig{Policy: retention.Policy{Bytes: retained}, Interval: 50 * time.Millisecond, DeleteGrace: -1}}
 	s := startServerWith(t, cfg)
 	c := dial(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -364,6 +364,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 	go retention.WatchStart(ctx, s.cli, s.noteLogStart)
 	if s.reader != nil {
 		go retention.WatchRetained(ctx, s.cli, s.reader.SetRetained)
+		go retention.WatchTopicRetention(ctx, s.cli, s.reader.SetTopicRetention)
 	}
 	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
 	return nil
