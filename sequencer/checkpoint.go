@@ -41,7 +41,7 @@ type CheckpointConfig struct {
 	// checkpoints.
 	Records int
 	// Interval: a checkpoint is also written once this long passed since
-	// the last one, if any record was confirmed meanwhile. Default 1 min:
+	// the last one, if any record was confirmed meanwhile. Default 10 s:
 	// each checkpoint rolls the commit ledger, whose records lie in every
 	// WAL segment written since, so until the next one a store keeps that
 	// many seconds of writes on disk whatever retention deleted.
@@ -66,7 +66,7 @@ func (c *CheckpointConfig) Validate() error {
 		c.Records = 100_000
 	}
 	if c.Interval == 0 {
-		c.Interval = time.Minute
+		c.Interval = 10 * time.Second
 	}
 	if c.ChunkSegments == 0 {
 		c.ChunkSegments = 16384

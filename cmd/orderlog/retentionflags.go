@@ -39,7 +39,7 @@ func (f *retentionFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.interval, "retention-check", 10*time.Second, "how often retention looks for messages to delete")
 	fs.DurationVar(&f.grace, "retention-grace", time.Minute, "delete a ledger only once the log start passed it and it was closed at least this long ago")
 	fs.IntVar(&f.checkpointRecords, "checkpoint-records", 100_000, "write a commit-log checkpoint after this many commit records (negative: never)")
-	fs.DurationVar(&f.checkpointInterval, "checkpoint-interval", time.Minute,
+	fs.DurationVar(&f.checkpointInterval, "checkpoint-interval", 10*time.Second,
 		"write a commit-log checkpoint at least this often while records come; each frees the WAL segments written before it that retention emptied")
 }
 
