@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"orderlog/client"
+	"orderlog/internal/apierr"
 	"orderlog/internal/history"
 	"orderlog/proto/walpb"
 )
@@ -97,8 +98,8 @@ type boundedRun struct {
 // The kills take turns: 0-3 ms after the test sees a deletion mark
 // created in etcd (retention's step 1), 0-3 ms after it sees one removed
 // with its ledger's record (step 3; the next ledger's steps 2 and 3 come
-// then), as soon as it sees a roll open a writer's next ledger, and at a
-// random moment. It reports how
+// then), as soon as it sees a roll open a writer's next ledger, 0-100 ms
+// after it sees a checkpoint ledger created, and at a random moment. It reports how
 // many kills landed during a roll (a writer with two open ledgers in the
 // killed process's etcd) and during a deletion (a mark present).
 // ORDERLOG_SOAK=n runs n times the 6 default kills.
@@ -146,7 +147,7 @@ func TestBoundedStateCrashHistory(t *testing.T) {
 	}
 	defer run.probe.conn.Close()
 
-	triggers := []killTrigger{killAtMark, killAtRemoved, killAtRoll, killAtRandom}
+	triggers := []killTrigger{killAtMark, killAtRemoved, killAtRoll, killAtCheckpoint, killAtRandom}
 	for cycle := 0; cycle < cycles && !t.Failed(); cycle++ {
 		run.cycle(triggers[cycle%len(triggers)])
 	}
@@ -185,9 +186,12 @@ func (r *boundedRun) cycle(trigger killTrigger) {
 	}
 	if trigger != killAtRandom && waitTrigger(ctx, r.etcd, trigger, 5*time.Second) {
 		r.kills.triggered[trigger]++
-		if trigger != killAtRoll { // a roll is over in a few milliseconds
+		switch trigger {
+		case killAtMark, killAtRemoved:
 			time.Sleep(time.Duration(r.rng.IntN(4)) * time.Millisecond)
-		}
+		case killAtCheckpoint: // steps 2-5 take 50-200 ms here
+			time.Sleep(time.Duration(r.rng.IntN(100)) * time.Millisecond)
+		} // a roll is over in a few milliseconds
 	}
 	r.srv.kill()
 	tailed, _ := r.tail.snapshot()
@@ -311,9 +315,12 @@ func compareAfterRestart(t *testing.T, ctx context.Context, c *client.Client, ta
 		t.Errorf("after a restart: %v", err)
 		return
 	}
-	again, err := readFrom(ctx, c, first)
+	again, from, err := readAbove(ctx, c, first)
 	if err != nil {
 		t.Errorf("read from %d after a restart: %v", first, err)
+		return
+	}
+	if first = from; first >= end {
 		return
 	}
 	if before, after := within(tailed, first, end), within(again, first, end); before != after {
@@ -365,22 +372,17 @@ func checkBoundedHistory(t *testing.T, c *client.Client, ops []history.Op, tail 
 // start present once at its offset.
 func checkFinalRead(t *testing.T, ctx context.Context, c *client.Client, ops []history.Op, tailed history.Read) {
 	t.Helper()
-	st, err := c.Status(ctx)
+	first, start, err := readAbove(ctx, c, 0)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("read from the log start: %v", err)
 	}
-	start := st.LogStart
-	first, err := readFrom(ctx, c, start)
+	second, secondStart, err := readAbove(ctx, c, start)
 	if err != nil {
-		t.Fatalf("read from the log start %d: %v", start, err)
+		t.Fatalf("read from the log start: %v", err)
 	}
-	second, err := readFrom(ctx, c, start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := min(first.Committed, second.Committed, tailed.Committed)
-	if within(first, start, end) != within(second, start, end) {
-		t.Errorf("two reads of [%d, %d) differ", start, end)
+	from, end := secondStart, min(first.Committed, second.Committed, tailed.Committed)
+	if within(first, from, end) != within(second, from, end) {
+		t.Errorf("two reads of [%d, %d) differ", from, end)
 	}
 	if within(first, start, end) != within(tailed, start, end) {
 		t.Errorf("the read of [%d, %d) differs from what the tail was served", start, end)
@@ -393,6 +395,23 @@ func checkFinalRead(t *testing.T, ctx context.Context, c *client.Client, ops []h
 		t.Errorf("read from the log start %d: %v", start, v)
 	}
 	t.Logf("read from the log start %d: %v", start, report)
+}
+
+// readAbove reads [from, C), or from the log start if that is higher; a
+// read that the moving log start overtakes (OFFSET_OUT_OF_RANGE) is
+// started again from the new start. It returns where the read began.
+func readAbove(ctx context.Context, c *client.Client, from uint64) (history.Read, uint64, error) {
+	for attempt := 0; ; attempt++ {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return history.Read{}, 0, err
+		}
+		start := max(from, st.LogStart)
+		read, err := readFrom(ctx, c, start)
+		if err == nil || apierr.As(err).Code != apierr.OffsetOutOfRange || attempt == 5 {
+			return read, start, err
+		}
+	}
 }
 
 // vouchable drops the acknowledgements of offsets in the given ranges

@@ -209,15 +209,17 @@ func (st etcdState) String() string {
 
 // killTrigger is what a kill waits for: nothing (a random moment), a
 // deletion mark being created (retention's step 1), one being removed with
-// its ledger's record (step 3, the next ledger's steps 2 and 3 follow), or
-// a roll opening a writer's second ledger.
+// its ledger's record (step 3, the next ledger's steps 2 and 3 follow), a
+// roll opening a writer's second ledger, or a checkpoint ledger being
+// created (a checkpoint's step 2).
 type killTrigger string
 
 const (
-	killAtRandom  killTrigger = "random"
-	killAtMark    killTrigger = "mark"
-	killAtRemoved killTrigger = "removed"
-	killAtRoll    killTrigger = "roll"
+	killAtRandom     killTrigger = "random"
+	killAtMark       killTrigger = "mark"
+	killAtRemoved    killTrigger = "removed"
+	killAtRoll       killTrigger = "roll"
+	killAtCheckpoint killTrigger = "checkpoint"
 )
 
 // waitTrigger returns once the trigger's event was committed in etcd (or
@@ -238,20 +240,28 @@ func waitTrigger(ctx context.Context, cli *clientv3.Client, trigger killTrigger,
 				}
 			}
 		}
-	case killAtRoll:
-		resp, err := cli.Get(ctx, keys.LedgersPrefix, clientv3.WithPrefix())
-		if err != nil {
-			return false
-		}
-		for watch := range cli.Watch(ctx, keys.LedgersPrefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+	case killAtRoll, killAtCheckpoint:
+		for watch := range cli.Watch(ctx, keys.LedgersPrefix, clientv3.WithPrefix()) {
 			for _, ev := range watch.Events {
-				if ev.Type == clientv3.EventTypePut && ev.Kv.CreateRevision == ev.Kv.ModRevision && secondOpen(ctx, cli, ev.Kv.Value) {
+				if ev.Type != clientv3.EventTypePut || ev.Kv.CreateRevision != ev.Kv.ModRevision {
+					continue
+				}
+				if trigger == killAtRoll && secondOpen(ctx, cli, ev.Kv.Value) || trigger == killAtCheckpoint && checkpointLedger(ev.Kv.Value) {
 					return true
 				}
 			}
 		}
 	}
 	return false
+}
+
+// checkpointLedger reports whether the ledger record is a checkpoint
+// ledger's (see etcdState.checkpointing).
+func checkpointLedger(value []byte) bool {
+	var created struct {
+		Writer string `json:"writer"`
+	}
+	return json.Unmarshal(value, &created) == nil && strings.HasSuffix(created.Writer, "-checkpoint")
 }
 
 // secondOpen reports whether the ledger record just created is open and
