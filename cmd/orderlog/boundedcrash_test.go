@@ -76,8 +76,9 @@ type boundedRun struct {
 }
 
 // TestBoundedStateCrashHistory SIGKILLs a real `orderlog dev` process while
-// its ledgers roll and retention deletes them, restarts it, and checks
-// (issue 16, "Bounded state over long runs"):
+// its ledgers roll, retention deletes them and the sequencer checkpoints
+// its commit log, restarts it, and checks (issue 16, "Bounded state over
+// long runs"):
 //   - a history tailed from offset 0 through every restart: every
 //     acknowledged message logged exactly once at its acknowledged offset,
 //     producer order, real-time order;
@@ -91,17 +92,23 @@ type boundedRun struct {
 //     where it is still above the log start;
 //   - an exactly-once producer's last message, resent after each restart,
 //     is answered DUPLICATE with its original offset;
+//   - at each kill, the ledgers a takeover reads (the checkpoint pointer's,
+//     the commit ledgers from its FirstKept on) exist, and the C the
+//     checkpoint covers never decreases;
 //   - no deletion mark stays, and no unpinned ledger below the log start
 //     is left, after retention's next passes; the store holds no ledger
-//     whose record is gone.
+//     whose record is gone;
+//   - the run saw the log start move, a mark and a checkpoint (else it
+//     tested nothing).
 //
 // The kills take turns: 0-3 ms after the test sees a deletion mark
 // created in etcd (retention's step 1), 0-3 ms after it sees one removed
 // with its ledger's record (step 3; the next ledger's steps 2 and 3 come
 // then), as soon as it sees a roll open a writer's next ledger, 0-100 ms
-// after it sees a checkpoint ledger created, and at a random moment. It reports how
-// many kills landed during a roll (a writer with two open ledgers in the
-// killed process's etcd) and during a deletion (a mark present).
+// after it sees a checkpoint ledger created, and at a random moment. The
+// killed process's etcd says where each kill landed: during a roll (a
+// writer with two open ledgers), a deletion (a mark present), a checkpoint
+// (etcdState.checkpointing); the log reports the counts.
 // ORDERLOG_SOAK=n runs n times the 6 default kills.
 func TestBoundedStateCrashHistory(t *testing.T) {
 	cycles := 6
