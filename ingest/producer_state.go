@@ -14,6 +14,11 @@ import (
 	"orderlog/internal/keys"
 )
 
+// advanceFor bounds a roll's advance: one that lands later could name a
+// ledger retention already judged unpinned (its grace is 5 s); the
+// producers it misses move at the next roll.
+const advanceFor = 3 * time.Second
+
 // advanceChunk is how many producer records one advance transaction
 // compares and writes (etcd's default limit is 128 operations a
 // transaction; each record takes two compares and a put).
@@ -25,7 +30,7 @@ const advanceChunk = 40
 // chunk that loses a race is done one record at a time. Best effort: a
 // record left behind only means a takeover reads from further back.
 func (n *Node) advanceStates(a coordinator.StateAdvance, incarnation string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), advanceFor)
 	defer cancel()
 	advanced := 0
 	for start := 0; start < len(a.Producers); start += advanceChunk {
@@ -60,7 +65,7 @@ func advanceChunkOnce(ctx context.Context, cli *clientv3.Client, chunk []coordin
 	if err != nil {
 		return 0, fmt.Errorf("read producers: %w", err)
 	}
-	cmps := []clientv3.Cmp{ownerLive(incarnation)}
+	cmps := append([]clientv3.Cmp{ownerLive(incarnation)}, ledgerKept(ledgerID)...)
 	var puts []clientv3.Op
 	for i, p := range chunk {
 		kvs := read.Responses[i].GetResponseRange().Kvs
@@ -93,6 +98,19 @@ func advanceChunkOnce(ctx context.Context, cli *clientv3.Client, chunk []coordin
 		return 0, errConflict
 	}
 	return len(puts), nil
+}
+
+// ledgerKept compares that a ledger's record exists and retention has
+// not marked it for deletion: a producer's state must never be recorded
+// in a ledger retention is deleting (its rebuild would fail for good).
+// Retention deletes only ledgers closed for its grace (5 s), and a roll's
+// advance that lands later than that is dropped (roll.go), so the pins
+// it read cannot miss one recorded meanwhile.
+func ledgerKept(id uint64) []clientv3.Cmp {
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(keys.Ledger(id)), ">", 0),
+		clientv3.Compare(clientv3.CreateRevision(keys.LedgerDeleting(id)), "=", 0),
+	}
 }
 
 // expireProducer marks the producer's record expired if incarnation still

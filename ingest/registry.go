@@ -143,11 +143,16 @@ func getProducer(ctx context.Context, cli *clientv3.Client, id uint64) (producer
 // casProducer stores rec if the record is still at modRevision and its
 // owner (and the incarnation caller, if given) is live.
 func casProducer(ctx context.Context, cli *clientv3.Client, rec producerRecord, modRevision int64, caller ...string) error {
+	return casProducerIf(ctx, cli, rec, modRevision, nil, caller...)
+}
+
+// casProducerIf is casProducer with more compares.
+func casProducerIf(ctx context.Context, cli *clientv3.Client, rec producerRecord, modRevision int64, extra []clientv3.Cmp, caller ...string) error {
 	value, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(keys.Producer(rec.ID)), "=", modRevision), ownerLive(rec.Owner)}
+	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(keys.Producer(rec.ID)), "=", modRevision), ownerLive(rec.Owner)}, extra...)
 	for _, c := range caller {
 		cmps = append(cmps, ownerLive(c))
 	}
@@ -229,7 +234,7 @@ func recordStateLedger(ctx context.Context, cli *clientv3.Client, id uint64, own
 			return nil
 		}
 		rec.StateLedger = ledgerID
-		if err := casProducer(ctx, cli, rec, modRevision); !errors.Is(err, errConflict) {
+		if err := casProducerIf(ctx, cli, rec, modRevision, ledgerKept(ledgerID)); !errors.Is(err, errConflict) {
 			return err
 		}
 	}

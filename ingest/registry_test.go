@@ -173,8 +173,20 @@ func TestTopicsCreateListAndEnsure(t *testing.T) {
 // ledger 50; node-b takes the producer over while its own ledger 40 is open
 // (ids are global, and ledgers live long). The record must name ledger 40,
 // or a rebuild would replay node-a's ledgers and miss node-b's.
+// ledgersExist puts ledger records for ids: a state ledger is recorded
+// only while its record exists and retention is not deleting it.
+func ledgersExist(t *testing.T, cli *clientv3.Client, ids ...uint64) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := cli.Put(context.Background(), keys.Ledger(id), "{}"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestStateLedgerFollowsTheOwnerEvenToALowerLedgerID(t *testing.T) {
 	cli := startEtcd(t)
+	ledgersExist(t, cli, 40, 50, 60)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	live(t, cli, "node-a", "node-b")
@@ -213,6 +225,7 @@ func TestStateLedgerFollowsTheOwnerEvenToALowerLedgerID(t *testing.T) {
 // before node-b's messages, and a rebuild would miss them.
 func TestAStateRecordOfAnEarlierOwnershipIsRefused(t *testing.T) {
 	cli := startEtcd(t)
+	ledgersExist(t, cli, 3, 9)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	live(t, cli, "node-a", "node-b")
@@ -238,6 +251,32 @@ func TestAStateRecordOfAnEarlierOwnershipIsRefused(t *testing.T) {
 		t.Fatalf("a state record of node-a's first ownership: %v, want refused", err)
 	}
 	if err := recordStateLedger(ctx, cli, first.ID, "node-a", back.Gen, 9); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAStateLedgerBeingDeletedIsNeverRecorded: a producer's state is not
+// recorded in a ledger retention marked for deletion, or one already gone
+// (its rebuild would fail for good).
+func TestAStateLedgerBeingDeletedIsNeverRecorded(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	live(t, cli, "node-a")
+	rec, _, err := registerProducer(ctx, cli, "orders-app", "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledgersExist(t, cli, 7, 8)
+	if _, err := cli.Put(ctx, keys.LedgerDeleting(7), ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{7, 99} {
+		if err := recordStateLedger(ctx, cli, rec.ID, "node-a", rec.Gen, id); err == nil {
+			t.Fatalf("recorded ledger %d", id)
+		}
+	}
+	if err := recordStateLedger(ctx, cli, rec.ID, "node-a", rec.Gen, 8); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -125,6 +125,13 @@ func (l *leader) startFromCheckpoint(ctx context.Context, head commitLogHead) er
 	return err
 }
 
+// floorCheckpointAfter is how soon after the last checkpoint a moved floor
+// (retention moved the log start) makes the next one due: the commit
+// ledger's records pin every WAL segment written since the last
+// checkpoint, and only a checkpoint's roll lets the stores free the
+// segments retention emptied.
+const floorCheckpointAfter = 2 * time.Second
+
 // maybeCheckpointLocked asks for a roll when a checkpoint is due; the roll
 // starts it (leader_roll.go).
 func (l *leader) maybeCheckpointLocked() {
@@ -132,11 +139,14 @@ func (l *leader) maybeCheckpointLocked() {
 	if l.ckptLedgers == nil || cfg.Records < 0 || l.mu.checkpointing || l.mu.deposed || !l.mu.m.Serving() {
 		return
 	}
-	if l.mu.recordsSince < cfg.Records && (l.mu.recordsSince == 0 || time.Since(l.mu.lastCheckpoint) < cfg.Interval) {
+	since, floor := time.Since(l.mu.lastCheckpoint), cfg.floor()
+	due := l.mu.recordsSince >= cfg.Records ||
+		(l.mu.recordsSince > 0 && (since >= cfg.Interval || (floor > l.mu.checkpointFloor && since >= floorCheckpointAfter)))
+	if !due {
 		return
 	}
 	l.mu.checkpointing, l.mu.checkpointAwaitsRoll = true, true
-	l.mu.recordsSince, l.mu.lastCheckpoint = 0, time.Now()
+	l.mu.recordsSince, l.mu.lastCheckpoint, l.mu.checkpointFloor = 0, time.Now(), floor
 	if l.mu.rollWanted == nil {
 		l.mu.rollWanted = errCheckpointRoll
 	}

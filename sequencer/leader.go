@@ -68,6 +68,9 @@ type leader struct {
 		checkpointAwaitsRoll bool
 		recordsSince         int
 		lastCheckpoint       time.Time
+		// checkpointFloor is the floor (log start) when the last
+		// checkpoint started: a checkpoint is due sooner once it moved.
+		checkpointFloor uint64
 	}
 }
 
