@@ -56,8 +56,11 @@ type boundedKills struct {
 	// on the store, markedGone with one gone from it (a kill between
 	// steps 2 and 3).
 	marksRead, markedHeld, markedGone int
-	triggered                         map[killTrigger]int // kills whose event came
-	marks                             []int               // marks present at each kill
+	// probeBelowStart counts the probe's resends answered DUPLICATE with
+	// an original offset below the log start (its ledger deleted).
+	probeBelowStart int
+	triggered       map[killTrigger]int // kills whose event came
+	marks           []int               // marks present at each kill
 }
 
 // boundedRun is one test's server, clients and what it saw so far.
@@ -104,7 +107,7 @@ type boundedRun struct {
 // The kills take turns: 0-3 ms after the test sees a deletion mark
 // created in etcd (retention's step 1), 0-3 ms after it sees one removed
 // with its ledger's record (step 3; the next ledger's steps 2 and 3 come
-// then), as soon as it sees a roll open a writer's next ledger, 0-100 ms
+// then), as soon as it sees a roll open a writer's next ledger, 0-40 ms
 // after it sees a checkpoint ledger created, and at a random moment. The
 // killed process's etcd says where each kill landed: during a roll (a
 // writer with two open ledgers), a deletion (a mark present), a checkpoint
@@ -171,13 +174,13 @@ func TestBoundedStateCrashHistory(t *testing.T) {
 	checkBoundedHistory(t, c, recorder.Ops(), run.tail, stopTail, tailDone)
 	checkDeletionsFinish(t, srv, c)
 	k := run.kills
-	t.Logf("seed %d, %d kills (events seen before them %v): %d during a roll, %d with a deletion mark (marks per kill %v; of %d whose store was read: %d with a marked ledger on the store, %d with one gone from it), %d during a checkpoint, %d with the log start moved since the previous kill; %v",
-		seed, k.total, k.triggered, k.rolling, k.marked, k.marks, k.marksRead, k.markedHeld, k.markedGone, k.checkpointing, k.startMoved, time.Since(began).Round(time.Millisecond))
+	t.Logf("seed %d, %d kills (events seen before them %v): %d during a roll, %d with a deletion mark (marks per kill %v; of %d whose store was read: %d with a marked ledger on the store, %d with one gone from it), %d during a checkpoint, %d with the log start moved since the previous kill; %d probe duplicates of a message below the log start; %v",
+		seed, k.total, k.triggered, k.rolling, k.marked, k.marks, k.marksRead, k.markedHeld, k.markedGone, k.checkpointing, k.startMoved, k.probeBelowStart, time.Since(began).Round(time.Millisecond))
 	srv.stop()
 }
 
-// cycle waits for the retention worker, lets the load run, logs a probe
-// message, waits for the trigger, kills the server, reads where the kill
+// cycle logs a probe message, waits for the retention worker, lets the
+// load run, waits for the trigger, kills the server, reads where the kill
 // landed from its etcd, restarts it, and checks the log start, a read
 // below it, the probe's duplicate and the reads of the range tailed before
 // the kill.
@@ -186,18 +189,20 @@ func (r *boundedRun) cycle(trigger killTrigger) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	waitRetentionElected(t, r.etcd)
-	time.Sleep(time.Duration(200+r.rng.IntN(800)) * time.Millisecond)
+	// The probe's message goes first: by the kill, retention has usually
+	// deleted its ledger, and the duplicate comes from a snapshot.
 	if err := r.probe.sendNext(ctx); err != nil {
 		t.Fatalf("probe before the kill: %v", err)
 	}
+	waitRetentionElected(t, r.etcd)
+	time.Sleep(time.Duration(200+r.rng.IntN(800)) * time.Millisecond)
 	if trigger != killAtRandom && waitTrigger(ctx, r.etcd, trigger, 5*time.Second) {
 		r.kills.triggered[trigger]++
 		switch trigger {
 		case killAtMark, killAtRemoved:
 			time.Sleep(time.Duration(r.rng.IntN(4)) * time.Millisecond)
-		case killAtCheckpoint: // steps 2-5 take 50-200 ms here
-			time.Sleep(time.Duration(r.rng.IntN(100)) * time.Millisecond)
+		case killAtCheckpoint: // a whole checkpoint takes 50-200 ms here
+			time.Sleep(time.Duration(r.rng.IntN(40)) * time.Millisecond)
 		} // a roll is over in a few milliseconds
 	}
 	r.srv.kill()
@@ -228,6 +233,8 @@ func (r *boundedRun) cycle(trigger killTrigger) {
 	}
 	if err := r.probe.resendLast(ctx); err != nil {
 		t.Error(err)
+	} else if r.probe.lastOffset < r.start {
+		r.kills.probeBelowStart++
 	}
 	compareAfterRestart(t, ctx, r.c, tailed, r.start)
 }
