@@ -222,6 +222,14 @@ func mark(ctx context.Context, cli *clientv3.Client, m ledger.Metadata, election
 	return nil
 }
 
+// unmark takes a deletion mark back (before any copy was deleted).
+func unmark(ctx context.Context, cli *clientv3.Client, id uint64) error {
+	if _, err := cli.Delete(ctx, keys.LedgerDeleting(id)); err != nil {
+		return fmt.Errorf("take ledger %d's deletion mark back: %w", id, err)
+	}
+	return nil
+}
+
 // deleteLedger deletes every member's copy, then the record and its mark
 // together, if the record did not change meanwhile (an ensemble change
 // re-replication made before it saw the mark: the next pass deletes the

@@ -230,14 +230,45 @@ func (w *Worker) Pass(ctx context.Context) error {
 		}
 		w.cfg.Logger.Info("retention: expired a producer whose owner is gone", "producer", p.ID)
 	}
+	marked := make(map[uint64]bool)
 	for _, m := range decision.Delete {
 		if err := mark(ctx, w.cfg.Etcd, m, w.electionKey); err != nil {
 			w.noteFailure(m.ID, err)
 			continue
 		}
-		state.deleting[m.ID] = true
+		state.deleting[m.ID], marked[m.ID] = true, true
+	}
+	if err := w.unmarkPinned(ctx, state, marked); err != nil {
+		return err
 	}
 	w.deleteMarked(ctx, state)
+	return nil
+}
+
+// unmarkPinned reads the producer records again once the pass's ledgers
+// are marked, and takes the mark back from any that a record now pins: the
+// pins were read before the marks, and a state recorded in between (a
+// takeover's, or a roll's advance) could name one. From the mark on, no
+// record can name a marked ledger (recording compares the mark), so this
+// read is final.
+func (w *Worker) unmarkPinned(ctx context.Context, state clusterState, marked map[uint64]bool) error {
+	if len(marked) == 0 {
+		return nil
+	}
+	producers, err := readProducers(ctx, w.cfg.Etcd)
+	if err != nil {
+		return err
+	}
+	for id := range Pins(producers, state.ledgers) {
+		if !marked[id] {
+			continue
+		}
+		if err := unmark(ctx, w.cfg.Etcd, id); err != nil {
+			return err
+		}
+		delete(state.deleting, id)
+		w.cfg.Logger.Info("retention: a producer's state needs a ledger after all; kept", "ledger", id)
+	}
 	return nil
 }
 

@@ -301,3 +301,35 @@ func TestDeletionWaitsForTheStartToStand(t *testing.T) {
 		t.Fatalf("not deleted once the start stood a minute (%v)", err)
 	}
 }
+
+// TestAMarkIsTakenBackWhenAStateNamesTheLedger: a producer's state
+// recorded between the pass's read of the pins and its marks makes the
+// pass take the mark back before any copy is deleted.
+func TestAMarkIsTakenBackWhenAStateNamesTheLedger(t *testing.T) {
+	w := newTestWorld(t)
+	ctx := context.Background()
+	l1 := w.writeLedger(t, "a", ledger.Span{First: 0, End: 10})
+	worker := w.worker(t, Policy{}, 10, time.Now())
+	state, err := readState(ctx, w.cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mark(ctx, w.cli, state.ledgers[0], ""); err != nil {
+		t.Fatal(err)
+	}
+	record := fmt.Sprintf(`{"version":1,"id":4,"name":"p","epoch":1,"owner":"a","gen":1,"state_ledger":%d}`, l1.ID)
+	if _, err := w.cli.Put(ctx, keys.Producer(4), record); err != nil { // recorded just before the mark
+		t.Fatal(err)
+	}
+	state.deleting[l1.ID] = true
+	if err := worker.unmarkPinned(ctx, state, map[uint64]bool{l1.ID: true}); err != nil {
+		t.Fatal(err)
+	}
+	if exists(t, w.cli, keys.LedgerDeleting(l1.ID)) || state.deleting[l1.ID] {
+		t.Fatal("the mark of a ledger a producer's state names was kept")
+	}
+	worker.deleteMarked(ctx, state)
+	if !w.held(l1.ID)[0] {
+		t.Fatal("its copies were deleted")
+	}
+}
