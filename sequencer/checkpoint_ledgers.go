@@ -95,7 +95,7 @@ func (lc *LedgerClient) CreateCheckpointLog(ctx context.Context, epoch uint64, e
 		return nil, fmt.Errorf("choose the checkpoint ledger's stores: %w", err)
 	}
 	w, err := ledger.Create(ctx, lc.Etcd, ledger.CreateOptions{
-		Epoch: int64(epoch), WriterIncarnation: lc.writer() + "-checkpoint", WriterKey: electionKey,
+		Epoch: int64(epoch), WriterIncarnation: lc.writer() + "-checkpoint", WriterKey: electionKey, Kind: ledger.KindCheckpoint,
 		Ensemble: ensemble, W: lc.Replication.W, AckQuorum: lc.Replication.AckQuorum, Tolerate: lc.Replication.Tolerate,
 		Stores: lc.Stores, Writer: ledger.WriterOptions{Events: lc.Events},
 	})

@@ -466,25 +466,20 @@ func checkDeletionsFinish(t *testing.T, srv *boundedDev, c *client.Client) {
 		if marksAtStop < 0 {
 			marksAtStop = len(st.deleting)
 		}
-		if undeleted, pinned = st.undeleted(); len(undeleted) == 0 && len(st.deleting) == 0 {
+		undeleted, pinned = st.undeleted()
+		stranded := st.strandedCheckpoints()
+		if len(undeleted) == 0 && len(st.deleting) == 0 && len(stranded) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("20 s after the retention worker was elected: marks %v, ledgers below the log start not deleted %v\n%v", st.deleting, undeleted, st)
+			t.Errorf("20 s after the retention worker was elected: marks %v, ledgers below the log start not deleted %v, "+
+				"checkpoint ledgers below the checkpoint's first ledger %d not deleted %v\n%v",
+				st.deleting, undeleted, st.checkpoint.FirstLedger, stranded, st)
 			break
 		}
 	}
 	t.Logf("at the end: %d marks were left, all gone %v later; %d ledger records, %d below the log start %d pinned by a producer",
 		marksAtStop, time.Since(began).Round(time.Millisecond), len(st.ledgers), len(pinned), st.start)
-	// Not an error yet: the sequencer leaves checkpoint ledgers that held
-	// only chunks to retention (sequencer/checkpoint.go, tidyAfter), and
-	// retention never deletes a ledger without offsets of a writer other
-	// than an ingest node's (ingest/retention/plan.go, deletable), so one
-	// checkpoint ledger stays for every checkpoint written.
-	if stranded := st.strandedCheckpoints(); len(stranded) > 0 {
-		t.Logf("KNOWN LEAK: %d checkpoint ledgers below the checkpoint's first ledger %d are still there: %v",
-			len(stranded), st.checkpoint.FirstLedger, stranded)
-	}
 	// Records read before the store's list: a ledger deleted in between is
 	// among them, one created in between has a higher id.
 	if st, err := readEtcdState(ctx, cli); err != nil {

@@ -85,6 +85,11 @@ type Kind string
 // producer's state needs it.
 const KindIngest Kind = "ingest"
 
+// KindCheckpoint: a commit-log checkpoint ledger (the sequencer's).
+// Retention deletes a closed one below the checkpoint pointer's
+// first_ledger other than the pointer's own: no checkpoint names it.
+const KindCheckpoint Kind = "checkpoint"
+
 // KindRetained: a ledger of retention's retained set (messages kept below
 // the log start at their offsets). Its offsets lie below every new
 // leader's C₀, so a sequencer takeover does not close or read it.

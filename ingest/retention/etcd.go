@@ -26,6 +26,27 @@ type clusterState struct {
 	start         uint64
 	startRevision int64
 	retained      Retained
+	// checkpointLedger and checkpointFirst are the commit-log checkpoint
+	// pointer's ledger and first_ledger (0: none).
+	checkpointLedger, checkpointFirst uint64
+}
+
+// readCheckpointPointer reads the sequencer's checkpoint pointer's ledger
+// and first_ledger (the pointer is package sequencer's; its format is in
+// docs/format/commit-log.md).
+func readCheckpointPointer(ctx context.Context, cli *clientv3.Client) (ledgerID, first uint64, err error) {
+	resp, err := cli.Get(ctx, keys.SeqCheckpoint)
+	if err != nil || len(resp.Kvs) == 0 {
+		return 0, 0, err
+	}
+	var p struct {
+		Ledger      uint64 `json:"ledger"`
+		FirstLedger uint64 `json:"first_ledger"`
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &p); err != nil {
+		return 0, 0, fmt.Errorf("checkpoint pointer: %w", err)
+	}
+	return p.Ledger, p.FirstLedger, nil
 }
 
 func readState(ctx context.Context, cli *clientv3.Client) (clusterState, error) {
@@ -43,7 +64,10 @@ func readState(ctx context.Context, cli *clientv3.Client) (clusterState, error) 
 	if st.producers, err = readProducers(ctx, cli); err != nil {
 		return st, err
 	}
-	st.retained, err = ReadRetained(ctx, cli)
+	if st.retained, err = ReadRetained(ctx, cli); err != nil {
+		return st, err
+	}
+	st.checkpointLedger, st.checkpointFirst, err = readCheckpointPointer(ctx, cli)
 	return st, err
 }
 

@@ -33,6 +33,11 @@ type Input struct {
 	// Committed is C; Start the current log start.
 	Committed, Start uint64
 	Now              time.Time
+	// CheckpointLedger and CheckpointFirst are the commit-log checkpoint
+	// pointer's ledger and first_ledger: checkpoint ledgers below
+	// CheckpointFirst, other than CheckpointLedger, are named by no
+	// checkpoint.
+	CheckpointLedger, CheckpointFirst uint64
 	// DeleteUpTo bounds the deletions: only ledgers below a start that
 	// has stood for the grace go (readers learn a start by a watch, and a
 	// reader still reading below it finds its ledgers there meanwhile).
@@ -145,8 +150,9 @@ func bytesPerOffset(data []ledger.Metadata) float64 {
 // those holding offsets, and those without (only producer snapshots) of an
 // ingest writer (Kind ingest, or, for ledgers created before Kind existed,
 // one its writer wrote before one of its ledgers that is below start).
-// Ledgers without offsets of any other writer (the sequencer's commit and
-// checkpoint ledgers) are never deleted here.
+// Of the sequencer's ledgers only checkpoint ledgers no checkpoint names
+// go (below the pointer's first_ledger); its commit ledgers are its own to
+// delete.
 func deletable(in Input, start uint64) []ledger.Metadata {
 	lastBelow := make(map[string]uint64) // writer → its newest ledger wholly below start
 	for _, m := range in.Ledgers {
@@ -162,7 +168,8 @@ func deletable(in Input, start uint64) []ledger.Metadata {
 		}
 		below := m.HasOffsets() && m.EndOffset <= start
 		snapshotsOnly := !m.HasOffsets() && (m.Kind == ledger.KindIngest || m.ID < lastBelow[m.WriterIncarnation])
-		if below || snapshotsOnly {
+		oldCheckpoint := m.Kind == ledger.KindCheckpoint && m.ID < in.CheckpointFirst && m.ID != in.CheckpointLedger
+		if below || snapshotsOnly || oldCheckpoint {
 			out = append(out, m)
 		}
 	}

@@ -18,6 +18,11 @@ func closed(id uint64, writer string, first, end uint64, ago time.Duration, byte
 		ClosedAt: planNow.Add(-ago).UnixMilli(), Bytes: bytes}
 }
 
+func checkpointLedger(m ledger.Metadata) ledger.Metadata {
+	m.Kind = ledger.KindCheckpoint
+	return m
+}
+
 func idleIngest(m ledger.Metadata) ledger.Metadata {
 	m.Kind = ledger.KindIngest
 	return m
@@ -42,7 +47,10 @@ func TestPlan(t *testing.T) {
 		closed(5, "a", 300, 600, 2*time.Hour, 300_000),
 		closed(6, "b", 600, 900, time.Hour, 0), // closed by a recovery: bytes estimated
 		{ID: 7, WriterIncarnation: "a", State: ledger.StateOpen, LastEntry: -1},
-		idleIngest(closed(8, "c", 0, 0, 3*time.Hour, 0)), // an idle node's rolled ledger: snapshots only
+		idleIngest(closed(8, "c", 0, 0, 3*time.Hour, 0)),                              // an idle node's rolled ledger: snapshots only
+		checkpointLedger(closed(9, "sequencer-n1-checkpoint", 0, 0, 3*time.Hour, 0)),  // named by no checkpoint
+		checkpointLedger(closed(10, "sequencer-n1-checkpoint", 0, 0, 3*time.Hour, 0)), // the pointer's first
+		checkpointLedger(closed(11, "sequencer-n1-checkpoint", 0, 0, 3*time.Hour, 0)), // the pointer's own
 	}
 	cases := map[string]struct {
 		policy     Policy
@@ -53,28 +61,29 @@ func TestPlan(t *testing.T) {
 		wantStart  uint64
 		wantDelete []uint64
 	}{
-		"nothing_kept_by_any_measure": {committed: 900, wantStart: 0, wantDelete: []uint64{8}},
+		"nothing_kept_by_any_measure": {committed: 900, wantStart: 0, wantDelete: []uint64{8, 9}},
 		"age_3h": {policy: Policy{Age: 3*time.Hour + time.Minute}, committed: 900,
 			// ledgers 1 and 2 closed over 3 h ago: start = 300; a's snapshot
 			// ledger 4 precedes none of a's ledgers below 300 but ledger 1.
-			wantStart: 300, wantDelete: []uint64{1, 2, 8}},
+			wantStart: 300, wantDelete: []uint64{1, 2, 8, 9}},
 		"age_90m": {policy: Policy{Age: 90 * time.Minute}, committed: 900,
-			wantStart: 600, wantDelete: []uint64{1, 2, 4, 5, 8}},
+			wantStart: 600, wantDelete: []uint64{1, 2, 4, 5, 8, 9}},
 		"bytes": {policy: Policy{Bytes: 600_000}, committed: 900,
 			// 100k+250k+300k+300k(estimated: 1,000 bytes an offset) = 950k;
 			// dropping 1 and 2 leaves 600k.
-			wantStart: 300, wantDelete: []uint64{1, 2, 8}},
+			wantStart: 300, wantDelete: []uint64{1, 2, 8, 9}},
 		"never_past_committed": {policy: Policy{Age: time.Minute}, committed: 450,
-			wantStart: 450, wantDelete: []uint64{1, 2, 8}},
+			wantStart: 450, wantDelete: []uint64{1, 2, 8, 9}},
 		"never_back": {policy: Policy{Age: 3*time.Hour + time.Minute}, committed: 900, start: 350,
-			wantStart: 350, wantDelete: []uint64{1, 2, 8}},
+			wantStart: 350, wantDelete: []uint64{1, 2, 8, 9}},
 		"pinned_and_marked_stay": {policy: Policy{Age: 90 * time.Minute}, committed: 900, pinned: []uint64{5}, deleting: []uint64{1},
-			wantStart: 600, wantDelete: []uint64{2, 4, 8}},
+			wantStart: 600, wantDelete: []uint64{2, 4, 8, 9}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := Input{Ledgers: history, Committed: tc.committed, Start: tc.start, Now: planNow,
-				Pinned: map[uint64]bool{}, Deleting: map[uint64]bool{}, DeleteUpTo: math.MaxUint64}
+				Pinned: map[uint64]bool{}, Deleting: map[uint64]bool{}, DeleteUpTo: math.MaxUint64,
+				CheckpointLedger: 11, CheckpointFirst: 10}
 			for _, id := range tc.pinned {
 				in.Pinned[id] = true
 			}

@@ -202,7 +202,8 @@ func (w *Worker) Pass(ctx context.Context) error {
 		pinned[id] = true
 	}
 	in := Input{Ledgers: state.ledgers, Deleting: state.deleting, Pinned: pinned, Retained: state.retained.ids(),
-		Committed: committed, Start: state.start, Now: now, DeleteUpTo: w.stoodStart(state.start, now), Grace: w.cfg.DeleteGrace}
+		Committed: committed, Start: state.start, Now: now, DeleteUpTo: w.stoodStart(state.start, now), Grace: w.cfg.DeleteGrace,
+		CheckpointLedger: state.checkpointLedger, CheckpointFirst: state.checkpointFirst}
 	if w.cfg.DeleteGrace == 0 {
 		in.DeleteUpTo = math.MaxUint64 // the new start, in this pass
 	}
