@@ -9,10 +9,10 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"orderlog/ingest/ledger"
 	"orderlog/ingest/retention"
+	"orderlog/internal/campaign"
 	"orderlog/internal/event"
 	"orderlog/internal/keys"
 	"orderlog/proto/walpb"
@@ -104,37 +104,12 @@ func New(cfg Config) (*Worker, error) {
 // change and at least every Interval, until ctx ends. A lost session
 // campaigns again.
 func (w *Worker) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		if err := w.lead(ctx); err != nil && ctx.Err() == nil {
-			w.cfg.Logger.Warn("re-replication: election failed, retrying", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
+	campaign.Run(ctx, campaign.Config{Etcd: w.cfg.Etcd, Prefix: keys.RereplicationElection, Name: w.cfg.Name,
+		SessionTTL: w.cfg.SessionTTL, Logger: w.cfg.Logger, What: "re-replication"}, w.lead)
 }
 
-// lead campaigns once and runs passes while the session lasts.
-func (w *Worker) lead(ctx context.Context) error {
-	session, err := concurrency.NewSession(w.cfg.Etcd, concurrency.WithTTL(w.cfg.SessionTTL), concurrency.WithContext(ctx))
-	if err != nil {
-		return err
-	}
-	defer session.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-session.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	election := concurrency.NewElection(session, keys.RereplicationElection)
-	if err := election.Campaign(ctx, w.cfg.Name); err != nil {
-		return err
-	}
+// lead runs passes while this worker is elected.
+func (w *Worker) lead(ctx context.Context, _ string) {
 	w.cfg.Logger.Info("re-replication worker elected", "name", w.cfg.Name)
 	changed := w.watchChanges(ctx)
 	for {
@@ -143,13 +118,13 @@ func (w *Worker) lead(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-changed:
 			// Let the burst a fault causes (stores coming back, ledgers
 			// closing) settle into one pass.
 			select {
 			case <-ctx.Done():
-				return nil
+				return
 			case <-time.After(passSettle):
 			}
 			select {

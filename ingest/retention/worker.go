@@ -11,9 +11,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"orderlog/ingest/ledger"
+	"orderlog/internal/campaign"
 	"orderlog/internal/event"
 	"orderlog/internal/keys"
 )
@@ -141,37 +141,13 @@ func New(cfg Config) (*Worker, error) {
 // Run campaigns and, while elected, runs a pass every Interval until ctx
 // ends. A lost session campaigns again.
 func (w *Worker) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		if err := w.lead(ctx); err != nil && ctx.Err() == nil {
-			w.cfg.Logger.Warn("retention: election failed, retrying", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
+	campaign.Run(ctx, campaign.Config{Etcd: w.cfg.Etcd, Prefix: keys.RetentionElection, Name: w.cfg.Name,
+		SessionTTL: w.cfg.SessionTTL, Logger: w.cfg.Logger, What: "retention"}, w.lead)
 }
 
-func (w *Worker) lead(ctx context.Context) error {
-	session, err := concurrency.NewSession(w.cfg.Etcd, concurrency.WithTTL(w.cfg.SessionTTL), concurrency.WithContext(ctx))
-	if err != nil {
-		return err
-	}
-	defer session.Close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-session.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	election := concurrency.NewElection(session, keys.RetentionElection)
-	if err := election.Campaign(ctx, w.cfg.Name); err != nil {
-		return err
-	}
-	w.electionKey = election.Key()
+// lead runs passes while this worker is elected (key is its election key).
+func (w *Worker) lead(ctx context.Context, key string) {
+	w.electionKey = key
 	w.cfg.Logger.Info("retention worker elected", "name", w.cfg.Name)
 	for {
 		if err := w.Pass(ctx); err != nil && ctx.Err() == nil {
@@ -179,7 +155,7 @@ func (w *Worker) lead(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(w.cfg.Interval):
 		}
 	}
