@@ -14,9 +14,8 @@ import (
 	"orderlog/internal/keys"
 )
 
-// advanceFor bounds a roll's advance: one that lands later could name a
-// ledger retention already judged unpinned (its grace is 5 s); the
-// producers it misses move at the next roll.
+// advanceFor bounds a roll's advance: the next roll moves the producers
+// it misses, and a stale one only names an older ledger.
 const advanceFor = 3 * time.Second
 
 // advanceChunk is how many producer records one advance transaction
@@ -103,9 +102,9 @@ func advanceChunkOnce(ctx context.Context, cli *clientv3.Client, chunk []coordin
 // ledgerKept compares that a ledger's record exists and retention has
 // not marked it for deletion: a producer's state must never be recorded
 // in a ledger retention is deleting (its rebuild would fail for good).
-// Retention deletes only ledgers closed for its grace (5 s), and a roll's
-// advance that lands later than that is dropped (roll.go), so the pins
-// it read cannot miss one recorded meanwhile.
+// Retention reads the producer records again once its marks are in and
+// takes back a mark a record pins (retention.Worker.unmarkPinned), so a
+// state recorded between its first read and its marks is kept too.
 func ledgerKept(id uint64) []clientv3.Cmp {
 	return []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(keys.Ledger(id)), ">", 0),

@@ -130,7 +130,7 @@ func (l *leader) startFromCheckpoint(ctx context.Context, head commitLogHead) er
 // ledger's records pin every WAL segment written since the last
 // checkpoint, and only a checkpoint's roll lets the stores free the
 // segments retention emptied.
-const floorCheckpointAfter = 2 * time.Second
+const floorCheckpointAfter = time.Second
 
 // maybeCheckpointLocked asks for a roll when a checkpoint is due; the roll
 // starts it (leader_roll.go).

@@ -36,10 +36,10 @@ type Config struct {
 	// Committed returns C and whether it is known yet (a reader that has
 	// not heard a watermark since it started does not know it).
 	Committed func() (uint64, bool)
-	// Interval is the pause between passes. Default 2 s.
+	// Interval is the pause between passes. Default 1 s.
 	Interval time.Duration
 	// DeleteGrace: ledgers are deleted only below a log start that stood
-	// this long, and once closed this long. Default 5 s; negative: none.
+	// this long, and once closed this long. Default 2 s; negative: none.
 	DeleteGrace time.Duration
 	// SessionTTL is the election session's TTL in seconds. Default 5.
 	SessionTTL int
@@ -72,10 +72,10 @@ func (c *Config) Validate() error {
 		return errors.New("retention: negative setting")
 	}
 	if c.Interval == 0 {
-		c.Interval = 2 * time.Second
+		c.Interval = time.Second
 	}
 	if c.DeleteGrace == 0 {
-		c.DeleteGrace = 5 * time.Second
+		c.DeleteGrace = 2 * time.Second
 	}
 	c.DeleteGrace = max(0, c.DeleteGrace)
 	if c.SessionTTL == 0 {

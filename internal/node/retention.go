@@ -17,10 +17,10 @@ import (
 type RetentionConfig struct {
 	// Policy: by age and by bytes; zero keeps everything.
 	Policy retention.Policy
-	// Interval between passes; default 2 s.
+	// Interval between passes; default 1 s.
 	Interval time.Duration
 	// DeleteGrace: a ledger is deleted only once closed this long, and
-	// below a log start set at least this long ago (default 5 s).
+	// below a log start set at least this long ago (default 2 s).
 	DeleteGrace time.Duration
 }
 
