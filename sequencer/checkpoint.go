@@ -112,9 +112,13 @@ type checkpointTrack struct {
 func (l *leader) startFromCheckpoint(ctx context.Context, head commitLogHead) error {
 	l.ckptLedgers, _ = l.node.cfg.Ledgers.(CheckpointLedgers)
 	l.ckpt = checkpointTrack{pointer: head.pointer, rev: head.pointerRev}
-	// Due an Interval after the last one was written, whoever wrote it; a
-	// log that never had one gets one once a record is confirmed.
-	l.mu.lastCheckpoint = time.UnixMilli(head.pointer.WrittenAt)
+	// Due an Interval after the last one was written, whoever wrote it (a
+	// leader that changed more often than that never wrote one); the
+	// first one an Interval after the first takeover.
+	l.mu.lastCheckpoint = time.Now()
+	if head.pointer.WrittenAt != 0 {
+		l.mu.lastCheckpoint = time.UnixMilli(head.pointer.WrittenAt)
+	}
 	if head.pointer.IsZero() || l.ckptLedgers == nil {
 		return nil
 	}

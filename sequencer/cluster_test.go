@@ -115,8 +115,10 @@ func (c *testCluster) startNodeWith(mcfg MachineConfig) *testNode {
 	cli := c.newClient()
 	terms := newTermEvents()
 	ledgers := &recordingLedgers{LedgerClient: c.ledgerControl(cli)}
+	// No checkpoints unless a test configures them: the tests of failover,
+	// rolls and replays count commit ledgers and read the map from 0.
 	cfg := Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: ledgers,
-		Machine: mcfg, Logger: testLogger(c.t), Events: terms.listener()}
+		Machine: mcfg, Logger: testLogger(c.t), Events: terms.listener(), Checkpoint: noCheckpoints}
 	if c.configure != nil {
 		c.configure(&cfg)
 	}
@@ -473,7 +475,8 @@ func TestLeaderStepsDownWhenItsCommitLedgerFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	terms := newTermEvents()
-	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: ledgers, Logger: testLogger(t), Events: terms.listener()})
+	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: ledgers, Logger: testLogger(t), Events: terms.listener(),
+		Checkpoint: noCheckpoints})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,3 +542,7 @@ func (r *recordingLedgers) takeoverReads() []uint64 {
 	r.reads = nil
 	return reads
 }
+
+// noCheckpoints is the checkpoint configuration of tests that do not test
+// checkpoints.
+var noCheckpoints = CheckpointConfig{Records: -1}

@@ -158,7 +158,8 @@ func TestSequencerChildProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: c.ledgerControl(cli), Logger: testLogger(t)})
+	n, err := NewNode(Config{Address: lis.Addr().String(), Etcd: cli, Ledgers: c.ledgerControl(cli), Logger: testLogger(t),
+		Checkpoint: noCheckpoints})
 	if err != nil {
 		t.Fatal(err)
 	}
