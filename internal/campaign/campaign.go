@@ -20,7 +20,10 @@ import (
 // Config names an election.
 type Config struct {
 	Etcd *clientv3.Client
-	// Prefix is the election's key prefix; Name this process's value.
+	// Prefix is the election's key prefix; Name this process's value,
+	// the same across its restarts and no other process's (a node and
+	// its store id): a key with this name under another lease is this
+	// process's before a restart, and is revoked rather than waited out.
 	Prefix, Name string
 	// SessionTTL is the session's lease TTL in seconds.
 	SessionTTL int
@@ -62,10 +65,27 @@ func once(ctx context.Context, cfg Config, lead func(ctx context.Context, key st
 		case <-ctx.Done():
 		}
 	}()
+	revokeEarlierKeys(ctx, cfg, session.Lease())
 	election := concurrency.NewElection(session, cfg.Prefix)
 	if err := election.Campaign(ctx, cfg.Name); err != nil {
 		return err
 	}
 	lead(ctx, election.Key())
 	return nil
+}
+
+// revokeEarlierKeys revokes the leases of keys this process left in the
+// election before it restarted: a killed leader's key otherwise holds the
+// election for its session's TTL after every restart (retention stalled
+// under repeated kills). Best effort: a failure only means waiting.
+func revokeEarlierKeys(ctx context.Context, cfg Config, own clientv3.LeaseID) {
+	resp, err := cfg.Etcd.Get(ctx, cfg.Prefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		return
+	}
+	for _, kv := range resp.Kvs {
+		if string(kv.Value) == cfg.Name && clientv3.LeaseID(kv.Lease) != own && kv.Lease != 0 {
+			_, _ = cfg.Etcd.Revoke(ctx, clientv3.LeaseID(kv.Lease))
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
 	"orderlog/internal/etcdtest"
@@ -55,4 +56,36 @@ func TestOneLeadsAndTheOtherTakesOverWhenItStops(t *testing.T) {
 	}
 	stopB()
 	<-doneB
+}
+
+// TestARestartedProcessDoesNotWaitForItsOwnEarlierKey: a key this name
+// left under another lease (the process before a kill) is revoked, and
+// the restarted process leads at once instead of after the lease's TTL.
+func TestARestartedProcessDoesNotWaitForItsOwnEarlierKey(t *testing.T) {
+	cli := etcdtest.Client(t)
+	ctx := context.Background()
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "test/election/stale", "a", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	ctxA, stop := context.WithCancel(ctx)
+	led := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctxA, Config{Etcd: cli, Prefix: "test/election", Name: "a", SessionTTL: 2}, func(ctx context.Context, _ string) {
+			close(led)
+			<-ctx.Done()
+		})
+	}()
+	select {
+	case <-led:
+	case <-time.After(5 * time.Second):
+		t.Fatal("waited for its earlier key's 60 s lease")
+	}
+	stop()
+	<-done
 }
