@@ -305,7 +305,22 @@ func (w *Worker) recoverAbandoned(ctx context.Context, state clusterState) {
 }
 
 // deleteMarked finishes every marked ledger's deletion it can.
+//
+// A mark whose ledger record is gone goes too: the sequencer deletes the
+// checkpoint ledgers it no longer needs itself (copies first, then the
+// record), and may do so while retention has one marked.
 func (w *Worker) deleteMarked(ctx context.Context, state clusterState) {
+	recorded := make(map[uint64]bool, len(state.ledgers))
+	for _, m := range state.ledgers {
+		recorded[m.ID] = true
+	}
+	for id := range state.deleting {
+		if !recorded[id] {
+			if err := unmark(ctx, w.cfg.Etcd, id); err != nil {
+				w.noteFailure(id, err)
+			}
+		}
+	}
 	for _, m := range state.ledgers {
 		if !state.deleting[m.ID] {
 			continue

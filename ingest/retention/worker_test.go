@@ -333,3 +333,20 @@ func TestAMarkIsTakenBackWhenAStateNamesTheLedger(t *testing.T) {
 		t.Fatal("its copies were deleted")
 	}
 }
+
+// TestAMarkWhoseLedgerIsGoneGoes: a mark left on a ledger someone else
+// deleted (the sequencer deletes its own checkpoint ledgers) is removed by
+// the next pass instead of staying for ever (found by the crash test).
+func TestAMarkWhoseLedgerIsGoneGoes(t *testing.T) {
+	w := newTestWorld(t)
+	ctx := context.Background()
+	if _, err := w.cli.Put(ctx, keys.LedgerDeleting(77), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.worker(t, Policy{}, 0, time.Now()).Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if exists(t, w.cli, keys.LedgerDeleting(77)) {
+		t.Fatal("the stray mark stayed")
+	}
+}
