@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"orderlog/ingest/ledger"
 )
 
@@ -60,10 +58,7 @@ func TestCheckpointingSequencerChildProcess(t *testing.T) {
 		}
 		return nil
 	}
-	srv := grpc.NewServer()
-	Register(srv, n)
-	go srv.Serve(lis)
-	n.Run(context.Background()) // until killed
+	serveUntilKilled(lis, n)
 }
 
 // TestSIGKILLDuringACheckpoint: a leader process is killed (SIGKILL: no

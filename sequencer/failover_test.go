@@ -163,10 +163,7 @@ func TestSequencerChildProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	Register(srv, n)
-	go srv.Serve(lis)
-	n.Run(context.Background()) // until killed
+	serveUntilKilled(lis, n)
 }
 
 func TestFailoverAfterLeaderProcessKill(t *testing.T) {
@@ -385,4 +382,13 @@ func waitWarmed(t *testing.T, n *testNode, closed []uint64) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// serveUntilKilled serves n's gRPC services on lis and runs it: the body
+// of a child leader process, which the parent test kills.
+func serveUntilKilled(lis net.Listener, n *Node) {
+	srv := grpc.NewServer()
+	Register(srv, n)
+	go srv.Serve(lis)
+	n.Run(context.Background())
 }
