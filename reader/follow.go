@@ -147,13 +147,29 @@ func (f *follower) followOnce(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
+	for {
+		err := f.subscribe(ctx, pb.NewSequencerClient(conn), addr)
+		if !errors.Is(err, errBootstrapped) {
+			return err
+		}
+		// Subscribe again at once, from the checkpoint's end: a fresh
+		// reader's time to ready is this round trip, not a retry's pause.
+	}
+}
+
+// errBootstrapped ends a subscription whose first answer was OUT_OF_RANGE
+// once the newest checkpoint is installed.
+var errBootstrapped = errors.New("reader: started from the newest checkpoint")
+
+// subscribe applies one commit-map stream from the map's C until it fails.
+func (f *follower) subscribe(ctx context.Context, seq pb.SequencerClient, addr string) error {
 	_, from := f.commits.Committed()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var silent atomic.Bool
 	watchdog := time.AfterFunc(FollowSilence, func() { silent.Store(true); stop() })
 	defer watchdog.Stop()
-	stream, err := pb.NewSequencerClient(conn).CommitMap(ctx, &pb.CommitMapRequest{FromOffset: from})
+	stream, err := seq.CommitMap(ctx, &pb.CommitMapRequest{FromOffset: from})
 	if err != nil {
 		return err
 	}
@@ -168,7 +184,7 @@ func (f *follower) followOnce(ctx context.Context) error {
 			if berr := f.bootstrap(ctx); berr != nil {
 				return fmt.Errorf("%w (after %v)", berr, err)
 			}
-			return nil // subscribe again, from the checkpoint's end
+			return errBootstrapped
 		}
 		if err != nil {
 			return err

@@ -37,7 +37,7 @@ func (f *retentionFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.age, "retention", 0, "delete messages older than this (0: keep them); reads below the log start answer OFFSET_OUT_OF_RANGE")
 	fs.Var(&f.bytes, "retention-bytes", "delete the oldest messages while the log holds more than this (one copy; 0: no limit)")
 	fs.DurationVar(&f.interval, "retention-check", time.Second, "how often retention looks for messages to delete")
-	fs.DurationVar(&f.grace, "retention-grace", 2*time.Second, "delete a ledger only once the log start passed it and it was closed at least this long ago")
+	fs.DurationVar(&f.grace, "retention-grace", time.Second, "delete a ledger only once the log start passed it and it was closed at least this long ago")
 	fs.IntVar(&f.checkpointRecords, "checkpoint-records", 100_000, "write a commit-log checkpoint after this many commit records (negative: never)")
 	fs.DurationVar(&f.checkpointInterval, "checkpoint-interval", 10*time.Second,
 		"write a commit-log checkpoint at least this often while records come; each frees the WAL segments written before it that retention emptied")

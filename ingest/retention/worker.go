@@ -75,7 +75,7 @@ func (c *Config) Validate() error {
 		c.Interval = time.Second
 	}
 	if c.DeleteGrace == 0 {
-		c.DeleteGrace = 2 * time.Second
+		c.DeleteGrace = time.Second
 	}
 	c.DeleteGrace = max(0, c.DeleteGrace)
 	if c.SessionTTL == 0 {
@@ -156,9 +156,26 @@ func (w *Worker) lead(ctx context.Context, key string) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(w.cfg.Interval):
+		case <-time.After(w.nextPassIn(w.cfg.Now())):
 		}
 	}
+}
+
+// nextPassIn is the wait before the next pass: the interval, or less when
+// a start moved earlier stands for the grace sooner, so that the ledgers
+// below it go then rather than up to an interval later (the data
+// directory holds what is written in between on top of the retention).
+func (w *Worker) nextPassIn(now time.Time) time.Duration {
+	wait := w.cfg.Interval
+	for _, s := range w.starts {
+		if s.start > w.stood {
+			// Not sooner than a tenth of the interval: a pass that
+			// fails before it notes the start must not spin.
+			wait = min(wait, max(w.cfg.Interval/10, s.at.Add(w.cfg.DeleteGrace).Sub(now)))
+			break
+		}
+	}
+	return wait
 }
 
 // Pass plans once, moves the log start, expires orphaned producers, marks
