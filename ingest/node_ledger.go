@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -221,7 +222,7 @@ func (n *Node) appendEntry(w *openWriter, a coordinator.Append) (int64, error) {
 		panic("ingest: batch does not encode: " + err.Error()) // the pipeline built it: a bug
 	}
 	w.bytes += int64(len(payload))
-	entry, err := w.Append(payload, ledger.Span{First: b.First, End: b.First + uint64(len(b.Messages))})
+	entry, err := w.AppendCounted(payload, ledger.Span{First: b.First, End: b.First + uint64(len(b.Messages))}, batchTopics(b))
 	if err != nil {
 		return -1, err
 	}
@@ -371,4 +372,38 @@ func (n *Node) onGrantReply(r GrantReply) {
 // cycles it drove showed in the p99.
 func (n *Node) encodeBatch(b *pipeline.Batch) ([]byte, error) {
 	return n.encoder.Encode(b, time.Now().UnixMicro(), grpcopt.GetBuffer)
+}
+
+// batchTopics is what each topic's messages take in b (a topic's byte
+// limit counts it; ingest/retention). A batch mostly holds one topic or a
+// few: those are found by a scan, many through an index.
+func batchTopics(b *pipeline.Batch) []ledger.TopicBytes {
+	const scanned = 8
+	var out []ledger.TopicBytes
+	var index map[string]int
+	for _, m := range b.Messages {
+		topic := m.Payload.(*coordinator.MessageRef).Record.Topic
+		i := -1
+		if index != nil {
+			if j, ok := index[topic]; ok {
+				i = j
+			}
+		} else {
+			i = slices.IndexFunc(out, func(t ledger.TopicBytes) bool { return t.Topic == topic })
+		}
+		if i >= 0 {
+			out[i].Bytes += int64(m.Size)
+			continue
+		}
+		out = append(out, ledger.TopicBytes{Topic: topic, Bytes: int64(m.Size)})
+		if index != nil {
+			index[topic] = len(out) - 1
+		} else if len(out) > scanned {
+			index = make(map[string]int, 2*len(out))
+			for j, t := range out {
+				index[t.Topic] = j
+			}
+		}
+	}
+	return out
 }

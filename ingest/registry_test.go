@@ -155,14 +155,14 @@ func TestTopicsCreateListAndEnsure(t *testing.T) {
 	if err != nil || len(topics) != 2 || topics[0].Name != "audit" || topics[1].Name != "orders" || topics[0].Config.CleanupPolicy != "delete" {
 		t.Fatalf("topics %v %v", topics, err)
 	}
-	compacted := &orderlogpb.TopicConfig{CleanupPolicy: "compact", DeleteRetentionMs: 1000}
+	compacted := &orderlogpb.TopicConfig{CleanupPolicy: "compact", DeleteRetentionMs: 1000, RetentionBytes: 1 << 30}
 	if err := CreateTopic(ctx, cli, "users", compacted); err != nil {
 		t.Fatal(err)
 	}
 	if topics, err = ListTopics(ctx, cli); err != nil || len(topics) != 3 || !proto.Equal(topics[2].Config, compacted) {
 		t.Fatalf("topics %v %v", topics, err)
 	}
-	for _, bad := range []*orderlogpb.TopicConfig{{CleanupPolicy: "shred"}, {RetentionMs: -2}, {DeleteRetentionMs: -1}} {
+	for _, bad := range []*orderlogpb.TopicConfig{{CleanupPolicy: "shred"}, {RetentionMs: -2}, {DeleteRetentionMs: -1}, {RetentionBytes: -1}} {
 		if err := CreateTopic(ctx, cli, "bad", bad); apierr.As(err).Code != apierr.InvalidArgument {
 			t.Fatalf("%v: %v", bad, err)
 		}

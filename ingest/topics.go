@@ -27,6 +27,7 @@ type topicRecord struct {
 	CleanupPolicy     string `json:"cleanup_policy,omitempty"`
 	RetentionMs       int64  `json:"retention_ms,omitempty"`
 	DeleteRetentionMs int64  `json:"delete_retention_ms,omitempty"`
+	RetentionBytes    int64  `json:"retention_bytes,omitempty"`
 }
 
 // CreateTopic creates a topic with a cleanup configuration (nil: the
@@ -39,7 +40,8 @@ func CreateTopic(ctx context.Context, cli *clientv3.Client, name string, config 
 		return err
 	}
 	value, err := json.Marshal(topicRecord{Version: 1, Name: name, Created: time.Now().UTC().Format(time.RFC3339),
-		CleanupPolicy: config.GetCleanupPolicy(), RetentionMs: config.GetRetentionMs(), DeleteRetentionMs: config.GetDeleteRetentionMs()})
+		CleanupPolicy: config.GetCleanupPolicy(), RetentionMs: config.GetRetentionMs(), DeleteRetentionMs: config.GetDeleteRetentionMs(),
+		RetentionBytes: config.GetRetentionBytes()})
 	if err != nil {
 		return err
 	}
@@ -69,6 +71,8 @@ func validateTopicConfig(c *orderlogpb.TopicConfig) error {
 		return apierr.New(apierr.InvalidArgument, "retention_ms %d: want 0 to %d, or -1 for forever", c.RetentionMs, int64(maxRetentionMs))
 	case c.DeleteRetentionMs < 0 || c.DeleteRetentionMs > maxRetentionMs:
 		return apierr.New(apierr.InvalidArgument, "delete_retention_ms %d: want 0 to %d", c.DeleteRetentionMs, int64(maxRetentionMs))
+	case c.RetentionBytes < 0:
+		return apierr.New(apierr.InvalidArgument, "retention_bytes %d: want 0 (no limit of its own) or more", c.RetentionBytes)
 	}
 	return nil
 }
@@ -85,7 +89,7 @@ func ListTopics(ctx context.Context, cli *clientv3.Client) ([]*orderlogpb.Topic,
 		_ = json.Unmarshal(kv.Value, &rec) // a record that does not decode lists with the defaults
 		topics = append(topics, &orderlogpb.Topic{Name: strings.TrimPrefix(string(kv.Key), keys.TopicsPrefix),
 			Config: &orderlogpb.TopicConfig{CleanupPolicy: cmp.Or(rec.CleanupPolicy, "delete"), RetentionMs: rec.RetentionMs,
-				DeleteRetentionMs: rec.DeleteRetentionMs}})
+				DeleteRetentionMs: rec.DeleteRetentionMs, RetentionBytes: rec.RetentionBytes}})
 	}
 	sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
 	return topics, nil

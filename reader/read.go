@@ -183,7 +183,7 @@ func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadRespons
 		if !filter.matches(rec.Topic, rec.Key, ingestTime) {
 			continue
 		}
-		if r.topics.expired(rec.Topic, ingestTime) {
+		if r.topics.expired(rec.Topic, offset, ingestTime) {
 			if filter.selectsAll() {
 				skipExpired(page, offset)
 			}

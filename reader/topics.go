@@ -8,7 +8,9 @@ import (
 )
 
 // A topic's own retention (retention_ms) hides its messages once they are
-// that old, wherever they lie: an unfiltered read reports them as skipped
+// that old, and its byte limit (retention_bytes) those below the topic's
+// start that retention moves (ingest/retention/topicstarts.go), wherever
+// they lie: an unfiltered read reports them as skipped
 // ranges with reason "retention", a read filtered by topic or key leaves
 // them out as it leaves out what does not match. Their bytes go when the
 // log start passes them (one global log frees space by offset range).
@@ -17,10 +19,11 @@ import (
 // topic's retention.
 const SkipRetention = "retention"
 
-// topicRetention maps topics to their retention (only topics that have
-// one), replaced whole at every change.
+// topicRetention maps topics to their retention and their start (only
+// topics that have one), each map replaced whole at every change.
 type topicRetention struct {
 	byTopic atomic.Pointer[map[string]time.Duration]
+	starts  atomic.Pointer[map[string]uint64]
 }
 
 // SetTopicRetention installs the topics' retentions (retention_ms > 0).
@@ -28,9 +31,26 @@ func (r *Reader) SetTopicRetention(retention map[string]time.Duration) {
 	r.topics.byTopic.Store(&retention)
 }
 
-// expired reports whether a message of topic ingested at ingestMicros is
-// past its topic's retention.
-func (t *topicRetention) expired(topic string, ingestMicros int64) bool {
+// SetTopicStarts installs the topics' starts: below its start a topic's
+// messages are past its byte limit.
+func (r *Reader) SetTopicStarts(starts map[string]uint64) {
+	r.topics.starts.Store(&starts)
+}
+
+// TopicStart is the topic's start as last installed (0: none).
+func (r *Reader) TopicStart(topic string) uint64 {
+	if m := r.topics.starts.Load(); m != nil {
+		return (*m)[topic]
+	}
+	return 0
+}
+
+// expired reports whether the message of topic at offset, ingested at
+// ingestMicros, is past its topic's retention or byte limit.
+func (t *topicRetention) expired(topic string, offset uint64, ingestMicros int64) bool {
+	if m := t.starts.Load(); m != nil && offset < (*m)[topic] {
+		return true
+	}
 	m := t.byTopic.Load()
 	if m == nil {
 		return false

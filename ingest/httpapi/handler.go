@@ -111,6 +111,7 @@ func (h *Handler) createTopic(w http.ResponseWriter, r *http.Request) {
 		CleanupPolicy     string `json:"cleanup_policy"`
 		RetentionMs       int64  `json:"retention_ms"`
 		DeleteRetentionMs int64  `json:"delete_retention_ms"`
+		RetentionBytes    int64  `json:"retention_bytes"`
 	}
 	if err := h.decodeBody(r, &body); err != nil {
 		apierr.WriteHTTP(w, err)
@@ -120,7 +121,8 @@ func (h *Handler) createTopic(w http.ResponseWriter, r *http.Request) {
 		apierr.WriteHTTP(w, err)
 		return
 	}
-	config := &orderlogpb.TopicConfig{CleanupPolicy: body.CleanupPolicy, RetentionMs: body.RetentionMs, DeleteRetentionMs: body.DeleteRetentionMs}
+	config := &orderlogpb.TopicConfig{CleanupPolicy: body.CleanupPolicy, RetentionMs: body.RetentionMs, DeleteRetentionMs: body.DeleteRetentionMs,
+		RetentionBytes: body.RetentionBytes}
 	if err := h.service.CreateTopic(r.Context(), body.Name, config); err != nil {
 		apierr.WriteHTTP(w, err)
 		return

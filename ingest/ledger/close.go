@@ -30,7 +30,7 @@ func (w *Writer) Close(ctx context.Context) (Metadata, error) {
 	if firstCall {
 		w.mu.closing = true
 		w.mu.frozen = frozenClose{last: w.mu.tracker.freeze(), first: w.mu.confirmedFirst, end: w.mu.confirmedEnd,
-			bytes: w.mu.confirmedBytes}
+			bytes: w.mu.confirmedBytes, topics: w.mu.confirmedTopics.clone()}
 		w.space.Broadcast()
 	}
 	frozen := w.mu.frozen
@@ -55,6 +55,7 @@ type frozenClose struct {
 	last       int64
 	first, end uint64
 	bytes      int64
+	topics     map[string]int64
 }
 
 // finishClose records the close in etcd (or waits for the recovery that got
@@ -67,7 +68,7 @@ func (w *Writer) finishClose(ctx context.Context, frozen frozenClose) (Metadata,
 	}
 	final, _, err := transition(ctx, w.cli, cur, StateOpen, func(m Metadata) Metadata {
 		m.State, m.LastEntry, m.FirstOffset, m.EndOffset = StateClosed, last, first, end
-		m.Bytes, m.ClosedAt = frozen.bytes, time.Now().UnixMilli()
+		m.Bytes, m.TopicBytes, m.ClosedAt = frozen.bytes, frozen.topics, time.Now().UnixMilli()
 		return m
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -210,5 +211,51 @@ func TestAppendRejectsBackwardSpan(t *testing.T) {
 	}
 	if _, err := w.Close(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The close records what each topic's messages take in the confirmed
+// entries, and the payload bytes, in the ledger's record.
+func TestCloseRecordsTheTopicsBytes(t *testing.T) {
+	c := newTestCluster(t, 1, 1)
+	ctx := context.Background()
+	w := c.create(t, 1, 0, WriterOptions{})
+	entries := [][]TopicBytes{
+		{{"a", 10}, {"b", 5}},
+		nil, // a snapshot
+		{{"b", 7}},
+	}
+	var payloads int64
+	for i, topics := range entries {
+		payload := payloadFor(w.ID(), int64(i))
+		payloads += int64(len(payload))
+		if _, err := w.AppendCounted(payload, spanFor(int64(i)), topics); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.WaitConfirmed(ctx, int64(len(entries)-1)); err != nil {
+		t.Fatal(err)
+	}
+	m, err := w.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := Get(ctx, c.cli, m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int64{"a": 10, "b": 12}; !maps.Equal(stored.TopicBytes, want) || stored.Bytes != payloads {
+		t.Fatalf("record: topic bytes %v, bytes %d; want %v, %d", stored.TopicBytes, stored.Bytes, want, payloads)
+	}
+}
+
+func TestTopicCountsStopAtTheCap(t *testing.T) {
+	var c topicCounts
+	for i := range MaxCountedTopics + 5 {
+		c.add([]TopicBytes{{Topic: fmt.Sprint(i), Bytes: 1}})
+	}
+	c.add([]TopicBytes{{Topic: "0", Bytes: 2}})
+	if len(c) != MaxCountedTopics || c["0"] != 3 {
+		t.Fatalf("%d topics counted (want %d), topic 0: %d (want 3)", len(c), MaxCountedTopics, c["0"])
 	}
 }

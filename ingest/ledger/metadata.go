@@ -68,6 +68,9 @@ type Metadata struct {
 	// field existed). Retention reads both (ingest/retention).
 	Bytes    int64 `json:"bytes,omitempty"`
 	ClosedAt int64 `json:"closed_at,omitempty"`
+	// TopicBytes is what each topic's messages take in those entries, as
+	// the writer counted them (topics.go); a topic's byte limit reads it.
+	TopicBytes map[string]int64 `json:"topic_bytes,omitempty"`
 	// Kind says what the ledger holds; "" for ledgers created before it
 	// existed (and the sequencer's own).
 	Kind Kind `json:"kind,omitempty"`

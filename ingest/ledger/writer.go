@@ -18,6 +18,7 @@ type pendingEntry struct {
 	id      int64
 	span    Span
 	payload []byte
+	topics  []TopicBytes
 }
 
 // Writer appends entries to one open ledger. It is the ledger's only
@@ -50,8 +51,10 @@ type Writer struct {
 		lastSpanEnd uint64
 		// confirmedFirst/End is the hull of non-empty spans of entries <= LAC.
 		confirmedFirst, confirmedEnd uint64
-		// confirmedBytes is the payload bytes of entries <= LAC.
+		// confirmedBytes is the payload bytes of entries <= LAC, and
+		// confirmedTopics what each topic's messages take in them.
 		confirmedBytes      int64
+		confirmedTopics     topicCounts
 		hasConfirmedOffsets bool
 		// reported is the last LAC given to OnConfirm.
 		reported int64
@@ -120,6 +123,12 @@ func (w *Writer) ID() uint64 { return w.meta.ID }
 // a store reported the ledger fenced, ErrQuorumLost when fewer than A stores
 // can take writes.
 func (w *Writer) Append(payload []byte, span Span) (int64, error) {
+	return w.AppendCounted(payload, span, nil)
+}
+
+// AppendCounted is Append of an entry whose messages take topics' bytes;
+// the close records the confirmed entries' sums (Metadata.TopicBytes).
+func (w *Writer) AppendCounted(payload []byte, span Span, topics []TopicBytes) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for !w.mu.closing && w.mu.err == nil && w.mu.tracker.inFlight() >= int64(w.opts.MaxInFlight) {
@@ -137,7 +146,7 @@ func (w *Writer) Append(payload []byte, span Span) (int64, error) {
 		w.mu.lastSpanEnd = span.End
 	}
 	id := w.mu.tracker.add()
-	w.mu.retained = append(w.mu.retained, pendingEntry{id: id, span: span, payload: payload})
+	w.mu.retained = append(w.mu.retained, pendingEntry{id: id, span: span, payload: payload, topics: topics})
 	now := time.Time{}
 	for _, l := range w.links {
 		if l.ackedThrough == id-1 { // the link was idle: its wait starts now
@@ -251,6 +260,7 @@ func (w *Writer) onAckLocked(l *storeLink, entry int64) {
 		base := w.mu.retained[0].id
 		for id := before + 1; id <= w.mu.tracker.lac; id++ {
 			w.mu.confirmedBytes += int64(len(w.mu.retained[id-base].payload))
+			w.mu.confirmedTopics.add(w.mu.retained[id-base].topics)
 			if s := w.mu.retained[id-base].span; !s.Empty() {
 				if !w.mu.hasConfirmedOffsets {
 					w.mu.confirmedFirst = s.First

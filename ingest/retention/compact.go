@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"orderlog/ingest/batch"
+	"orderlog/ingest/ledger"
 )
 
 // The retained set (DESIGN.md §8, "compacted topics"): the messages below
@@ -27,6 +28,10 @@ type TopicPolicy struct {
 	// of them, or a compacted topic's latest per key) for that long after
 	// their ingest time; negative keeps them forever. 0: the log's.
 	Retention time.Duration
+	// Bytes, if positive, is the topic's byte limit (topicstarts.go), and
+	// Start the offset below which its messages are past it.
+	Bytes int64
+	Start uint64
 }
 
 // keeps reports whether the policy keeps anything below the log start.
@@ -70,7 +75,7 @@ func Compact(retained, added []Kept, policies map[string]TopicPolicy, now time.T
 type topicKey struct{ topic, key string }
 
 func keep(k Kept, p TopicPolicy, latest map[topicKey]uint64, now time.Time) bool {
-	if !p.keeps() {
+	if !p.keeps() || k.Offset < p.Start {
 		return false
 	}
 	age := now.Sub(time.UnixMicro(k.IngestTimeMicros))
@@ -140,4 +145,24 @@ func newKeptBatch(kept []Kept) KeptBatch {
 		b.Records = append(b.Records, k.Record)
 	}
 	return b
+}
+
+// topicBytes is what each topic's records take in the batch, counted as
+// ingest counts them (coordinator.RecordBytes: the record's fields and
+// 32 bytes of framing), for the topics' byte limits.
+func (b KeptBatch) topicBytes() []ledger.TopicBytes {
+	const recordFraming = 32
+	var out []ledger.TopicBytes
+	for _, r := range b.Records {
+		size := int64(len(r.Topic) + len(r.Key) + len(r.Value) + len(r.MessageID) + recordFraming)
+		for _, h := range r.Headers {
+			size += int64(len(h.Key) + len(h.Value) + 4)
+		}
+		if i := slices.IndexFunc(out, func(t ledger.TopicBytes) bool { return t.Topic == r.Topic }); i >= 0 {
+			out[i].Bytes += size
+		} else {
+			out = append(out, ledger.TopicBytes{Topic: r.Topic, Bytes: size})
+		}
+	}
+	return out
 }

@@ -29,6 +29,10 @@ type clusterState struct {
 	// checkpointLedger and checkpointFirst are the commit-log checkpoint
 	// pointer's ledger and first_ledger (0: none).
 	checkpointLedger, checkpointFirst uint64
+	// topicStarts are the topics' starts (byte limits), read at
+	// topicStartsRevision.
+	topicStarts         TopicStarts
+	topicStartsRevision int64
 }
 
 // readCheckpointPointer reads the sequencer's checkpoint pointer's ledger
@@ -65,6 +69,9 @@ func readState(ctx context.Context, cli *clientv3.Client) (clusterState, error) 
 		return st, err
 	}
 	if st.retained, err = ReadRetained(ctx, cli); err != nil {
+		return st, err
+	}
+	if st.topicStarts, st.topicStartsRevision, err = ReadTopicStarts(ctx, cli); err != nil {
 		return st, err
 	}
 	st.checkpointLedger, st.checkpointFirst, err = readCheckpointPointer(ctx, cli)

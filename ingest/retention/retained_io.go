@@ -79,7 +79,7 @@ func appendRetained(ctx context.Context, w *ledger.Writer, batches []KeptBatch) 
 		if err != nil {
 			return RetainedLedger{}, err
 		}
-		if _, err := w.Append(payload, ledger.Span{First: b.Header.FirstOffset, End: b.Header.EndOffset()}); err != nil {
+		if _, err := w.AppendCounted(payload, ledger.Span{First: b.Header.FirstOffset, End: b.Header.EndOffset()}, b.topicBytes()); err != nil {
 			return RetainedLedger{}, err
 		}
 		spans = append(spans, IndexSpan{First: b.Header.FirstOffset, End: b.Header.EndOffset()})

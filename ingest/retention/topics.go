@@ -24,6 +24,7 @@ type topicFields struct {
 	CleanupPolicy     string `json:"cleanup_policy"`
 	RetentionMs       int64  `json:"retention_ms"`
 	DeleteRetentionMs int64  `json:"delete_retention_ms"`
+	RetentionBytes    int64  `json:"retention_bytes"`
 }
 
 // topicRetentions are the topics' own retentions (retention_ms > 0) in
@@ -40,7 +41,7 @@ func topicRetentions(kvs []*mvccpb.KeyValue) map[string]time.Duration {
 }
 
 // readPolicies reads the topics whose policy keeps messages below the log
-// start.
+// start or limits their bytes.
 // A record that does not decode is logged and counts as keeping nothing:
 // one bad record must not stop retention.
 func readPolicies(ctx context.Context, cli *clientv3.Client, logger *slog.Logger) (map[string]TopicPolicy, error) {
@@ -56,14 +57,14 @@ func readPolicies(ctx context.Context, cli *clientv3.Client, logger *slog.Logger
 			continue
 		}
 		p := TopicPolicy{Compact: f.CleanupPolicy == "compact", Retention: time.Duration(f.RetentionMs) * time.Millisecond,
-			DeleteRetention: time.Duration(f.DeleteRetentionMs) * time.Millisecond}
+			DeleteRetention: time.Duration(f.DeleteRetentionMs) * time.Millisecond, Bytes: f.RetentionBytes}
 		if f.RetentionMs < 0 {
 			p.Retention = -1
 		}
 		if p.DeleteRetention == 0 {
 			p.DeleteRetention = DefaultDeleteRetention
 		}
-		if p.keeps() {
+		if p.keeps() || p.Bytes > 0 {
 			out[strings.TrimPrefix(string(kv.Key), keys.TopicsPrefix)] = p
 		}
 	}

@@ -10,53 +10,36 @@ import (
 )
 
 // WatchStart calls set with the log start now and at every move, until
-// ctx ends; a watch that ends (etcd compacted past it, or failed) is read
-// and opened again.
+// ctx ends.
 func WatchStart(ctx context.Context, cli *clientv3.Client, set func(uint64)) {
-	for ctx.Err() == nil {
-		resp, err := cli.Get(ctx, keys.LogStart)
-		if err == nil {
-			if len(resp.Kvs) > 0 {
-				if start, err := ParseStart(resp.Kvs[0].Value); err == nil {
-					set(start)
-				}
-			}
-			watchStartFrom(ctx, cli, resp.Header.Revision, set)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func watchStartFrom(ctx context.Context, cli *clientv3.Client, revision int64, set func(uint64)) {
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	for resp := range cli.Watch(ctx, keys.LogStart, clientv3.WithRev(revision+1)) {
-		if resp.Err() != nil {
-			return
-		}
-		for _, ev := range resp.Events {
-			if start, err := ParseStart(ev.Kv.Value); err == nil && ev.Type == clientv3.EventTypePut {
-				set(start)
-			}
-		}
-	}
+	watchKey(ctx, cli, keys.LogStart, ParseStart, set)
 }
 
 // WatchRetained calls set with the retained set's pointer now and at every
 // switch, until ctx ends.
 func WatchRetained(ctx context.Context, cli *clientv3.Client, set func(Retained)) {
+	watchKey(ctx, cli, keys.Retained, DecodeRetained, set)
+}
+
+// WatchTopicStarts calls set with the topics' starts (their byte limits)
+// now and at every move, until ctx ends.
+func WatchTopicStarts(ctx context.Context, cli *clientv3.Client, set func(TopicStarts)) {
+	watchKey(ctx, cli, keys.TopicStarts, DecodeTopicStarts, set)
+}
+
+// watchKey calls set with key's value, decoded, now and at every put,
+// until ctx ends; a watch that ends (etcd compacted past it, or failed) is
+// read and opened again. A value that does not decode is skipped.
+func watchKey[T any](ctx context.Context, cli *clientv3.Client, key string, decode func([]byte) (T, error), set func(T)) {
 	for ctx.Err() == nil {
-		resp, err := cli.Get(ctx, keys.Retained)
+		resp, err := cli.Get(ctx, key)
 		if err == nil {
 			if len(resp.Kvs) > 0 {
-				if r, err := DecodeRetained(resp.Kvs[0].Value); err == nil {
-					set(r)
+				if v, err := decode(resp.Kvs[0].Value); err == nil {
+					set(v)
 				}
 			}
-			watchRetainedFrom(ctx, cli, resp.Header.Revision, set)
+			watchKeyFrom(ctx, cli, key, resp.Header.Revision, decode, set)
 		}
 		select {
 		case <-ctx.Done():
@@ -65,16 +48,19 @@ func WatchRetained(ctx context.Context, cli *clientv3.Client, set func(Retained)
 	}
 }
 
-func watchRetainedFrom(ctx context.Context, cli *clientv3.Client, revision int64, set func(Retained)) {
+func watchKeyFrom[T any](ctx context.Context, cli *clientv3.Client, key string, revision int64, decode func([]byte) (T, error), set func(T)) {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range cli.Watch(ctx, keys.Retained, clientv3.WithRev(revision+1)) {
+	for resp := range cli.Watch(ctx, key, clientv3.WithRev(revision+1)) {
 		if resp.Err() != nil {
 			return
 		}
 		for _, ev := range resp.Events {
-			if r, err := DecodeRetained(ev.Kv.Value); err == nil && ev.Type == clientv3.EventTypePut {
-				set(r)
+			if ev.Type != clientv3.EventTypePut {
+				continue
+			}
+			if v, err := decode(ev.Kv.Value); err == nil {
+				set(v)
 			}
 		}
 	}

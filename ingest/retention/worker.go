@@ -201,11 +201,18 @@ func (w *Worker) Pass(ctx context.Context) error {
 		in.DeleteUpTo = math.MaxUint64 // the new start, in this pass
 	}
 	decision := Plan(in, w.cfg.Policy)
+	policies, err := readPolicies(ctx, w.cfg.Etcd, w.cfg.Logger)
+	if err != nil {
+		return err
+	}
+	if err := w.moveTopicStarts(ctx, state, policies); err != nil {
+		return err
+	}
 	if decision.Start > state.start {
 		// The retained set is switched in the same transaction: in etcd
 		// the set always reaches the start, and a reader that has the new
 		// start but not yet the new set answers UNAVAILABLE below it.
-		set, err := w.extendRetained(ctx, state, decision.Start, now)
+		set, err := w.extendRetained(ctx, state, policies, decision.Start, now)
 		if err != nil {
 			return err
 		}
@@ -272,19 +279,16 @@ func (w *Worker) unmarkPinned(ctx context.Context, state clusterState, marked ma
 // written to new ledgers; otherwise the set as it is, ending at start. The
 // caller switches it with the start. The old set's ledgers stay pinned for
 // the deletion grace (readers may still read them), then go.
-func (w *Worker) extendRetained(ctx context.Context, state clusterState, start uint64, now time.Time) (Retained, error) {
+func (w *Worker) extendRetained(ctx context.Context, state clusterState, policies map[string]TopicPolicy, start uint64, now time.Time) (Retained, error) {
 	old := state.retained
 	next := Retained{End: max(start, old.End), Ledgers: old.Ledgers, Previous: old.Previous, SwitchedAt: old.SwitchedAt}
-	policies, err := readPolicies(ctx, w.cfg.Etcd, w.cfg.Logger)
-	if err != nil {
-		return Retained{}, err
-	}
-	if w.cfg.ReadLog == nil || (len(policies) == 0 && len(old.Ledgers) == 0) || start <= old.End {
+	anyKeeps := slices.ContainsFunc(slices.Collect(maps.Values(policies)), TopicPolicy.keeps)
+	if w.cfg.ReadLog == nil || (!anyKeeps && len(old.Ledgers) == 0) || start <= old.End {
 		return next, nil // nothing to keep, or kept already
 	}
 	var added []Kept
 	from := max(old.End, state.start) // below the start nothing is left to read
-	err = w.cfg.ReadLog(ctx, from, start, func(k Kept) error {
+	err := w.cfg.ReadLog(ctx, from, start, func(k Kept) error {
 		if policies[k.Record.Topic].keeps() {
 			added = append(added, k)
 		}
@@ -305,6 +309,36 @@ func (w *Worker) extendRetained(ctx context.Context, state clusterState, start u
 	w.cfg.Logger.Info("retention: retained set rebuilt", "end", start, "messages", len(set), "was", len(kept),
 		"added", len(added), "ledgers", len(ledgers))
 	return Retained{End: start, Ledgers: ledgers, Previous: slices.Collect(maps.Keys(old.ids())), SwitchedAt: now.UnixMilli()}, nil
+}
+
+// moveTopicStarts moves the starts of the topics with a byte limit
+// (topicstarts.go) and notes each topic's in policies, for the retained
+// set's rebuild to drop what lies below it.
+func (w *Worker) moveTopicStarts(ctx context.Context, state clusterState, policies map[string]TopicPolicy) error {
+	limits := make(map[string]int64)
+	for topic, p := range policies {
+		if p.Bytes > 0 {
+			limits[topic] = p.Bytes
+		}
+	}
+	next := NextTopicStarts(state.topicStarts, limits, state.ledgers, state.start, state.retained.ids())
+	if !maps.Equal(next, state.topicStarts) {
+		if err := writeTopicStarts(ctx, w.cfg.Etcd, next, state.topicStartsRevision, w.electionKey); err != nil {
+			return err
+		}
+		for topic, start := range next {
+			if start > state.topicStarts[topic] {
+				w.cfg.Logger.Info("retention: a topic's byte limit moved its start", "topic", topic, "from", state.topicStarts[topic], "to", start)
+			}
+		}
+	}
+	for topic, start := range next {
+		if p, ok := policies[topic]; ok {
+			p.Start = start
+			policies[topic] = p
+		}
+	}
+	return nil
 }
 
 // recoverAbandoned closes the retained-set ledgers a crashed or deposed

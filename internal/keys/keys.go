@@ -57,6 +57,10 @@ const (
 	// that compacted topics and topics with a longer retention keep
 	// (ingest/retention).
 	Retained = Prefix + "retained"
+	// TopicStarts holds, per topic with a byte limit of its own, the offset
+	// below which its messages are past the limit and hidden from reads
+	// (ingest/retention). Each only grows.
+	TopicStarts = Prefix + "topic-starts"
 )
 
 // ProducerName is the key mapping a producer name to its id.

@@ -365,6 +365,7 @@ func (s *Server) startRoles(ctx context.Context) error {
 	if s.reader != nil {
 		go retention.WatchRetained(ctx, s.cli, s.reader.SetRetained)
 		go retention.WatchTopicRetention(ctx, s.cli, s.reader.SetTopicRetention)
+		go retention.WatchTopicStarts(ctx, s.cli, func(starts retention.TopicStarts) { s.reader.SetTopicStarts(starts) })
 	}
 	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
 	return nil

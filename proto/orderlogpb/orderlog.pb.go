@@ -1185,8 +1185,12 @@ type TopicConfig struct {
 	RetentionMs int64 `protobuf:"varint,2,opt,name=retention_ms,json=retentionMs,proto3" json:"retention_ms,omitempty"`
 	// A compacted topic's tombstones are kept this long (0: 24 h).
 	DeleteRetentionMs int64 `protobuf:"varint,3,opt,name=delete_retention_ms,json=deleteRetentionMs,proto3" json:"delete_retention_ms,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// At most about this many bytes of the topic's messages are kept (0: no
+	// limit of its own): older ones are hidden from reads, a ledger at a
+	// time, and go with the log start or the retained set.
+	RetentionBytes int64 `protobuf:"varint,4,opt,name=retention_bytes,json=retentionBytes,proto3" json:"retention_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TopicConfig) Reset() {
@@ -1236,6 +1240,13 @@ func (x *TopicConfig) GetRetentionMs() int64 {
 func (x *TopicConfig) GetDeleteRetentionMs() int64 {
 	if x != nil {
 		return x.DeleteRetentionMs
+	}
+	return 0
+}
+
+func (x *TopicConfig) GetRetentionBytes() int64 {
+	if x != nil {
+		return x.RetentionBytes
 	}
 	return 0
 }
@@ -1474,11 +1485,12 @@ const file_orderlog_proto_rawDesc = "" +
 	"\x13commit_map_segments\x18\x12 \x01(\x04R\x11commitMapSegments\"M\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
-	"\x06config\x18\x02 \x01(\v2\x18.orderlog.v1.TopicConfigR\x06config\"\x87\x01\n" +
+	"\x06config\x18\x02 \x01(\v2\x18.orderlog.v1.TopicConfigR\x06config\"\xb0\x01\n" +
 	"\vTopicConfig\x12%\n" +
 	"\x0ecleanup_policy\x18\x01 \x01(\tR\rcleanupPolicy\x12!\n" +
 	"\fretention_ms\x18\x02 \x01(\x03R\vretentionMs\x12.\n" +
-	"\x13delete_retention_ms\x18\x03 \x01(\x03R\x11deleteRetentionMs\"Z\n" +
+	"\x13delete_retention_ms\x18\x03 \x01(\x03R\x11deleteRetentionMs\x12'\n" +
+	"\x0fretention_bytes\x18\x04 \x01(\x03R\x0eretentionBytes\"Z\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x06config\x18\x02 \x01(\v2\x18.orderlog.v1.TopicConfigR\x06config\"\x13\n" +
