@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,6 +32,9 @@ type Node struct {
 	silent    ledger.SilentStores
 	ensemble  EnsembleChooser
 	newGrants GrantSessionFactory
+	// byteLimited are the topics with a byte limit, whose bytes each
+	// ledger counts (SetByteLimitedTopics; nil: none).
+	byteLimited atomic.Pointer[map[string]bool]
 
 	// reg is the node's current incarnation. Only the loop goroutine
 	// writes it, under regMu; other goroutines read it through current.

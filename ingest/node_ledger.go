@@ -222,7 +222,7 @@ func (n *Node) appendEntry(w *openWriter, a coordinator.Append) (int64, error) {
 		panic("ingest: batch does not encode: " + err.Error()) // the pipeline built it: a bug
 	}
 	w.bytes += int64(len(payload))
-	entry, err := w.AppendCounted(payload, ledger.Span{First: b.First, End: b.First + uint64(len(b.Messages))}, batchTopics(b))
+	entry, err := w.AppendCounted(payload, ledger.Span{First: b.First, End: b.First + uint64(len(b.Messages))}, n.countedTopics(b))
 	if err != nil {
 		return -1, err
 	}
@@ -374,15 +374,41 @@ func (n *Node) encodeBatch(b *pipeline.Batch) ([]byte, error) {
 	return n.encoder.Encode(b, time.Now().UnixMicro(), grpcopt.GetBuffer)
 }
 
-// batchTopics is what each topic's messages take in b (a topic's byte
-// limit counts it; ingest/retention). A batch mostly holds one topic or a
-// few: those are found by a scan, many through an index.
-func batchTopics(b *pipeline.Batch) []ledger.TopicBytes {
+// SetByteLimitedTopics installs the topics with a byte limit
+// (retention_bytes): only theirs are counted in the ledgers' records, which
+// every pass of the retention worker reads.
+func (n *Node) SetByteLimitedTopics(topics map[string]bool) {
+	n.byteLimited.Store(&topics)
+}
+
+// CountsTopic reports whether the node counts topic's bytes in its
+// ledgers (it learned the topic's byte limit).
+func (n *Node) CountsTopic(topic string) bool {
+	limited := n.byteLimited.Load()
+	return limited != nil && (*limited)[topic]
+}
+
+// countedTopics is what each byte-limited topic's messages take in b.
+func (n *Node) countedTopics(b *pipeline.Batch) []ledger.TopicBytes {
+	limited := n.byteLimited.Load()
+	if limited == nil || len(*limited) == 0 {
+		return nil
+	}
+	return batchTopics(b, *limited)
+}
+
+// batchTopics is what each of the topics' messages take in b. A batch
+// mostly holds one topic or a few: those are found by a scan, many
+// through an index.
+func batchTopics(b *pipeline.Batch, topics map[string]bool) []ledger.TopicBytes {
 	const scanned = 8
 	var out []ledger.TopicBytes
 	var index map[string]int
 	for _, m := range b.Messages {
 		topic := m.Payload.(*coordinator.MessageRef).Record.Topic
+		if !topics[topic] {
+			continue
+		}
 		i := -1
 		if index != nil {
 			if j, ok := index[topic]; ok {

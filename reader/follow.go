@@ -184,6 +184,12 @@ func (f *follower) subscribe(ctx context.Context, seq pb.SequencerClient, addr s
 			if berr := f.bootstrap(ctx); berr != nil {
 				return fmt.Errorf("%w (after %v)", berr, err)
 			}
+			if _, after := f.commits.Committed(); after <= from {
+				// The newest checkpoint ends below what the leader
+				// retains (its checkpoints are failing): wait for a newer
+				// one at the retry's pace, not in a tight loop.
+				return fmt.Errorf("%w: the newest checkpoint does not reach the leader's retained records (after %v)", ErrNoCheckpoint, err)
+			}
 			return errBootstrapped
 		}
 		if err != nil {

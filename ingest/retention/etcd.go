@@ -30,9 +30,10 @@ type clusterState struct {
 	// pointer's ledger and first_ledger (0: none).
 	checkpointLedger, checkpointFirst uint64
 	// topicStarts are the topics' starts (byte limits), read at
-	// topicStartsRevision.
+	// topicStartsRevision; topicStartsErr says why they could not be.
 	topicStarts         TopicStarts
 	topicStartsRevision int64
+	topicStartsErr      error
 }
 
 // readCheckpointPointer reads the sequencer's checkpoint pointer's ledger
@@ -71,9 +72,7 @@ func readState(ctx context.Context, cli *clientv3.Client) (clusterState, error) 
 	if st.retained, err = ReadRetained(ctx, cli); err != nil {
 		return st, err
 	}
-	if st.topicStarts, st.topicStartsRevision, err = ReadTopicStarts(ctx, cli); err != nil {
-		return st, err
-	}
+	st.topicStarts, st.topicStartsRevision, st.topicStartsErr = ReadTopicStarts(ctx, cli)
 	st.checkpointLedger, st.checkpointFirst, err = readCheckpointPointer(ctx, cli)
 	return st, err
 }

@@ -27,14 +27,38 @@ type topicFields struct {
 	RetentionBytes    int64  `json:"retention_bytes"`
 }
 
-// topicRetentions are the topics' own retentions (retention_ms > 0) in
-// topic records.
-func topicRetentions(kvs []*mvccpb.KeyValue) map[string]time.Duration {
-	out := make(map[string]time.Duration)
+// Topics are the topics' cleanup configurations, by name.
+type Topics map[string]topicFields
+
+func decodeTopics(kvs []*mvccpb.KeyValue) Topics {
+	out := make(Topics, len(kvs))
 	for _, kv := range kvs {
 		var f topicFields
-		if json.Unmarshal(kv.Value, &f) == nil && f.RetentionMs > 0 {
-			out[strings.TrimPrefix(string(kv.Key), keys.TopicsPrefix)] = time.Duration(f.RetentionMs) * time.Millisecond
+		if json.Unmarshal(kv.Value, &f) == nil {
+			out[strings.TrimPrefix(string(kv.Key), keys.TopicsPrefix)] = f
+		}
+	}
+	return out
+}
+
+// Retentions are the topics' own retentions (retention_ms > 0).
+func (t Topics) Retentions() map[string]time.Duration {
+	out := make(map[string]time.Duration)
+	for name, f := range t {
+		if f.RetentionMs > 0 {
+			out[name] = time.Duration(f.RetentionMs) * time.Millisecond
+		}
+	}
+	return out
+}
+
+// ByteLimited are the topics with a byte limit (retention_bytes > 0):
+// ingest counts their bytes in every ledger (ledger.Metadata.TopicBytes).
+func (t Topics) ByteLimited() map[string]bool {
+	out := make(map[string]bool)
+	for name, f := range t {
+		if f.RetentionBytes > 0 {
+			out[name] = true
 		}
 	}
 	return out

@@ -66,14 +66,16 @@ func watchKeyFrom[T any](ctx context.Context, cli *clientv3.Client, key string, 
 	}
 }
 
-// WatchTopicRetention calls set with every topic's own retention
-// (retention_ms > 0) now and after every topic change, until ctx ends.
-func WatchTopicRetention(ctx context.Context, cli *clientv3.Client, set func(map[string]time.Duration)) {
+// WatchTopics calls set with every topic's cleanup configuration now and
+// after every topic change (read again at once), until ctx ends.
+func WatchTopics(ctx context.Context, cli *clientv3.Client, set func(Topics)) {
 	for ctx.Err() == nil {
 		resp, err := cli.Get(ctx, keys.TopicsPrefix, clientv3.WithPrefix())
 		if err == nil {
-			set(topicRetentions(resp.Kvs))
-			watchTopicsFrom(ctx, cli, resp.Header.Revision, set)
+			set(decodeTopics(resp.Kvs))
+			if watchTopicsFrom(ctx, cli, resp.Header.Revision) {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -82,15 +84,18 @@ func WatchTopicRetention(ctx context.Context, cli *clientv3.Client, set func(map
 	}
 }
 
-func watchTopicsFrom(ctx context.Context, cli *clientv3.Client, revision int64, set func(map[string]time.Duration)) {
+// watchTopicsFrom returns true at the first topic change after revision,
+// false when the watch ends without one.
+func watchTopicsFrom(ctx context.Context, cli *clientv3.Client, revision int64) bool {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for resp := range cli.Watch(ctx, keys.TopicsPrefix, clientv3.WithPrefix(), clientv3.WithRev(revision+1)) {
 		if resp.Err() != nil {
-			return
+			return false
 		}
 		if len(resp.Events) > 0 {
-			return // re-read them all: a change is rare, and the map is small
+			return true // re-read them all: a change is rare, and the map is small
 		}
 	}
+	return false
 }

@@ -39,7 +39,7 @@ type Config struct {
 	// Interval is the pause between passes. Default 1 s.
 	Interval time.Duration
 	// DeleteGrace: ledgers are deleted only below a log start that stood
-	// this long, and once closed this long. Default 2 s; negative: none.
+	// this long, and once closed this long. Default 1 s; negative: none.
 	DeleteGrace time.Duration
 	// SessionTTL is the election session's TTL in seconds. Default 5.
 	SessionTTL int
@@ -150,13 +150,16 @@ func (w *Worker) lead(ctx context.Context, key string) {
 	w.electionKey = key
 	w.cfg.Logger.Info("retention worker elected", "name", w.cfg.Name)
 	for {
+		wait := w.cfg.Interval
 		if err := w.Pass(ctx); err != nil && ctx.Err() == nil {
 			w.cfg.Logger.Warn("retention pass failed", "err", err)
+		} else {
+			wait = w.nextPassIn(w.cfg.Now())
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(w.nextPassIn(w.cfg.Now())):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -167,10 +170,11 @@ func (w *Worker) lead(ctx context.Context, key string) {
 // directory holds what is written in between on top of the retention).
 func (w *Worker) nextPassIn(now time.Time) time.Duration {
 	wait := w.cfg.Interval
+	if w.cfg.DeleteGrace == 0 {
+		return wait // the start's own pass deletes below it
+	}
 	for _, s := range w.starts {
 		if s.start > w.stood {
-			// Not sooner than a tenth of the interval: a pass that
-			// fails before it notes the start must not spin.
 			wait = min(wait, max(w.cfg.Interval/10, s.at.Add(w.cfg.DeleteGrace).Sub(now)))
 			break
 		}
@@ -201,14 +205,16 @@ func (w *Worker) Pass(ctx context.Context) error {
 		in.DeleteUpTo = math.MaxUint64 // the new start, in this pass
 	}
 	decision := Plan(in, w.cfg.Policy)
+	// Neither the topics' records nor their starts may stop deletion: the
+	// disk would fill. Without the policies the start waits (the retained
+	// set needs them); without the starts the set drops less.
 	policies, err := readPolicies(ctx, w.cfg.Etcd, w.cfg.Logger)
 	if err != nil {
-		return err
+		w.cfg.Logger.Warn("retention: cannot read the topics' policies; the log start waits", "err", err)
+	} else if err := w.moveTopicStarts(ctx, state, policies); err != nil {
+		w.cfg.Logger.Warn("retention: cannot move the topics' starts", "err", err)
 	}
-	if err := w.moveTopicStarts(ctx, state, policies); err != nil {
-		return err
-	}
-	if decision.Start > state.start {
+	if decision.Start > state.start && policies != nil {
 		// The retained set is switched in the same transaction: in etcd
 		// the set always reaches the start, and a reader that has the new
 		// start but not yet the new set answers UNAVAILABLE below it.
@@ -219,7 +225,9 @@ func (w *Worker) Pass(ctx context.Context) error {
 		if err := moveStart(ctx, w.cfg.Etcd, state, decision.Start, set, w.electionKey); err != nil {
 			return err
 		}
-		w.noteStart(decision.Start, now)
+		// The grace counts from the move's commit, not from the pass's
+		// start: the rebuild before it may take a while.
+		w.noteStart(decision.Start, w.cfg.Now())
 		w.cfg.Logger.Info("retention: log start moved", "from", state.start, "to", decision.Start)
 	}
 	w.recoverAbandoned(ctx, state)
@@ -308,13 +316,18 @@ func (w *Worker) extendRetained(ctx context.Context, state clusterState, policie
 	}
 	w.cfg.Logger.Info("retention: retained set rebuilt", "end", start, "messages", len(set), "was", len(kept),
 		"added", len(added), "ledgers", len(ledgers))
-	return Retained{End: start, Ledgers: ledgers, Previous: slices.Collect(maps.Keys(old.ids())), SwitchedAt: now.UnixMilli()}, nil
+	// Switched once written: the old set's grace counts from about the
+	// switch, not from the pass's start.
+	return Retained{End: start, Ledgers: ledgers, Previous: slices.Collect(maps.Keys(old.ids())), SwitchedAt: w.cfg.Now().UnixMilli()}, nil
 }
 
 // moveTopicStarts moves the starts of the topics with a byte limit
 // (topicstarts.go) and notes each topic's in policies, for the retained
 // set's rebuild to drop what lies below it.
 func (w *Worker) moveTopicStarts(ctx context.Context, state clusterState, policies map[string]TopicPolicy) error {
+	if state.topicStartsErr != nil {
+		return state.topicStartsErr
+	}
 	limits := make(map[string]int64)
 	for topic, p := range policies {
 		if p.Bytes > 0 {

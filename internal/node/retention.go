@@ -20,7 +20,7 @@ type RetentionConfig struct {
 	// Interval between passes; default 1 s.
 	Interval time.Duration
 	// DeleteGrace: a ledger is deleted only once closed this long, and
-	// below a log start set at least this long ago (default 2 s).
+	// below a log start set at least this long ago (default 1 s).
 	DeleteGrace time.Duration
 }
 
@@ -32,6 +32,18 @@ func (s *Server) noteLogStart(start uint64) {
 	}
 	if s.reader != nil {
 		s.reader.SetLogStart(start)
+	}
+}
+
+// noteTopics hands the topics' retentions to the reader (which hides what
+// they expire) and their byte limits to ingest (which counts the limited
+// topics' bytes in its ledgers).
+func (s *Server) noteTopics(topics retention.Topics) {
+	if s.reader != nil {
+		s.reader.SetTopicRetention(topics.Retentions())
+	}
+	if s.ingest != nil {
+		s.ingest.SetByteLimitedTopics(topics.ByteLimited())
 	}
 }
 

@@ -362,9 +362,9 @@ func (s *Server) startRoles(ctx context.Context) error {
 	s.startRereplication(ctx) // rereplication.go
 	s.startRetention(ctx)     // retention.go
 	go retention.WatchStart(ctx, s.cli, s.noteLogStart)
+	go retention.WatchTopics(ctx, s.cli, s.noteTopics)
 	if s.reader != nil {
 		go retention.WatchRetained(ctx, s.cli, s.reader.SetRetained)
-		go retention.WatchTopicRetention(ctx, s.cli, s.reader.SetTopicRetention)
 		go retention.WatchTopicStarts(ctx, s.cli, func(starts retention.TopicStarts) { s.reader.SetTopicStarts(starts) })
 	}
 	newService(s.cli, s.ingest, s.reader, s.status).register(s.grpc)
