@@ -375,6 +375,8 @@ func TestHTTPAPI(t *testing.T) {
 		{"GET", "/v1/messages?limit=0", "", 400},
 		{"POST", "/v1/topics", `{"name":"web"}`, 409}, // created on first use
 		{"POST", "/v1/topics", `{"name":"audit"}`, 201},
+		{"POST", "/v1/topics", `{"name":"bad","retention_bytes":-1}`, 400},
+		{"POST", "/v1/topics", `{"name":"capped","retention_bytes":1048576}`, 201},
 	} {
 		if code, _, raw := httpDo(t, tc.method, base+tc.path, tc.body, nil); code != tc.want {
 			t.Errorf("%s %s: %d %s, want %d", tc.method, tc.path, code, raw, tc.want)
@@ -386,7 +388,8 @@ func TestHTTPAPI(t *testing.T) {
 	if _, _, raw := httpDo(t, "GET", base+"/v1/status", "", nil); !strings.Contains(raw, `"committed":2`) {
 		t.Errorf("status: %s", raw)
 	}
-	if _, _, raw := httpDo(t, "GET", base+"/metrics", "", nil); !strings.Contains(raw, "orderlog_ingest_logged_messages_total 2") || !strings.Contains(raw, "orderlog_committed_watermark 2") {
+	if _, _, raw := httpDo(t, "GET", base+"/metrics", "", nil); !strings.Contains(raw, "orderlog_ingest_logged_messages_total 2") || !strings.Contains(raw, "orderlog_committed_watermark 2") ||
+		!regexp.MustCompile(`(?m)^orderlog_producers \d+$`).MatchString(raw) {
 		t.Errorf("metrics lack counters:\n%.2000s", raw)
 	} else if m := regexp.MustCompile(`(?m)^orderlog_wal_fsync_latency_seconds_count (\d+)$`).FindStringSubmatch(raw); m == nil || m[1] == "0" {
 		t.Errorf("metrics lack the WAL fsync latency histogram (%v)", m)

@@ -78,6 +78,7 @@ func (st boundedState) addTo(resp *orderlogpb.StatusResponse) {
 type boundedCollector struct {
 	server                                          *Server
 	logStart, ledgers, storeLedgers, oldest, window *prometheus.Desc
+	producers                                       *prometheus.Desc
 }
 
 func newBoundedCollector(s *Server) *boundedCollector {
@@ -87,11 +88,12 @@ func newBoundedCollector(s *Server) *boundedCollector {
 		storeLedgers: prometheus.NewDesc("orderlog_store_ledgers", "Ledgers this node's WAL store holds.", nil, nil),
 		oldest:       prometheus.NewDesc("orderlog_oldest_message_age_seconds", "Age of the message at the log start (by its ingest time).", nil, nil),
 		window:       prometheus.NewDesc("orderlog_commit_map_resident_segments", "Commit-map segments this node's reader keeps in memory.", nil, nil),
+		producers:    prometheus.NewDesc("orderlog_producers", "Producers this node's ingest tracks (owned, with a state).", nil, nil),
 	}
 }
 
 func (c *boundedCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.logStart, c.ledgers, c.storeLedgers, c.oldest, c.window} {
+	for _, d := range []*prometheus.Desc{c.logStart, c.ledgers, c.storeLedgers, c.oldest, c.window, c.producers} {
 		ch <- d
 	}
 }
@@ -108,5 +110,8 @@ func (c *boundedCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.server.reader != nil {
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, st.oldestAge.Seconds())
 		ch <- prometheus.MustNewConstMetric(c.window, prometheus.GaugeValue, float64(st.commitMapSegments))
+	}
+	if c.server.ingest != nil {
+		ch <- prometheus.MustNewConstMetric(c.producers, prometheus.GaugeValue, float64(c.server.ingest.Producers()))
 	}
 }
