@@ -7,7 +7,7 @@ TEST_TIMEOUT ?= 15m
 export PATH := $(GOBIN):$(PATH)
 
 .PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster bench-longrun \
-        proto proto-tools soak chaos chaos-short vet cross fmt clean
+        proto proto-tools s3-server-tool soak chaos chaos-short vet cross fmt clean
 
 ## run: build and start `orderlog dev` (everything in one process, data in ./data)
 run: build
@@ -25,7 +25,7 @@ build:
 
 ## test: every test, the race detector on the concurrent packages, short fuzz runs,
 ## and a short chaos run (5 faults on a 3-node cluster of real processes)
-test: vet cross
+test: vet cross s3-server-tool
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) test-race
 	$(MAKE) fuzz-short
@@ -123,6 +123,10 @@ proto-tools:
 	@command -v protoc >/dev/null || (apt-get update && apt-get install -y protobuf-compiler)
 	@test -x $(GOBIN)/protoc-gen-go || GOFLAGS= $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 	@test -x $(GOBIN)/protoc-gen-go-grpc || GOFLAGS= $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+
+## s3-server-tool: versitygw, the S3-compatible server the tiering/objstore tests run against
+s3-server-tool:
+	@test -x $(GOBIN)/versitygw || GOFLAGS= $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
 
 clean:
 	rm -rf bin
