@@ -97,7 +97,8 @@ func TestRollingAndRetentionBoundTheLog(t *testing.T) {
 	}
 
 	st, err := c.Status(ctx)
-	if err != nil || st.LogStart != s.reader.LogStart() || st.Ledgers == 0 || st.StoreLedgers == 0 || st.StoreLedgers > 64 ||
+	// The start may move on between the status and this check.
+	if err != nil || st.LogStart == 0 || st.LogStart > s.reader.LogStart() || st.Ledgers == 0 || st.StoreLedgers == 0 || st.StoreLedgers > 64 ||
 		st.OldestMessageAgeMs == 0 || st.CommitMapSegments == 0 {
 		t.Fatalf("status %+v, %v", st, err)
 	}
