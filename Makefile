@@ -7,7 +7,7 @@ TEST_TIMEOUT ?= 15m
 export PATH := $(GOBIN):$(PATH)
 
 .PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster bench-longrun \
-        proto proto-tools s3-server-tool soak chaos chaos-short vet cross fmt clean
+        proto proto-tools s3-server-tool duckdb-tool soak chaos chaos-short vet cross fmt clean
 
 ## run: build and start `orderlog dev` (everything in one process, data in ./data)
 run: build
@@ -25,7 +25,7 @@ build:
 
 ## test: every test, the race detector on the concurrent packages, short fuzz runs,
 ## and a short chaos run (5 faults on a 3-node cluster of real processes)
-test: vet cross s3-server-tool
+test: vet cross s3-server-tool duckdb-tool
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) test-race
 	$(MAKE) fuzz-short
@@ -127,6 +127,14 @@ proto-tools:
 ## s3-server-tool: versitygw, the S3-compatible server the tiering/objstore tests run against
 s3-server-tool:
 	@test -x $(GOBIN)/versitygw || GOFLAGS= $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+
+## duckdb-tool: DuckDB for node (npm @duckdb/node-api), the independent reader the
+## tiering/parquetfile tests check archive files with; reinstalled when the lock file changes
+DUCKCHECK := tiering/parquetfile/duckcheck
+duckdb-tool: $(DUCKCHECK)/node_modules/.package-lock.json
+$(DUCKCHECK)/node_modules/.package-lock.json: $(DUCKCHECK)/package.json $(DUCKCHECK)/package-lock.json
+	npm ci --prefix $(DUCKCHECK) --no-audit --no-fund
+	@touch $@
 
 clean:
 	rm -rf bin

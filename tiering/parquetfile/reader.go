@@ -1,0 +1,284 @@
+package parquetfile
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"orderlog/proto/orderlogpb"
+)
+
+// readBufferBytes is the read-ahead of a column chunk's stream (arrow-go's
+// default): a page header and small pages come in one ReadAt of this size,
+// a larger page in one ReadAt of its size. 64 KiB read 75% more bytes for a
+// 10-row read of small rows.
+const readBufferBytes = 16 << 10
+
+// readBatchRows is the most rows decoded at once by Read and Query.
+const readBatchRows = 1024
+
+// RowGroup describes one row group of a file.
+type RowGroup struct {
+	// First and End bound the offsets of the row group's rows, [First, End),
+	// from the log_offset statistics: First is its first row's offset, End
+	// its last row's + 1. Holes inside are holes of the file.
+	First, End uint64
+	// Rows is the number of rows.
+	Rows int64
+	// Bytes is the compressed size of the row group's column chunks.
+	Bytes int64
+}
+
+// File is an open archive file. Its methods are safe for concurrent use;
+// each reads from the io.ReaderAt only what it needs (see Read and Query).
+type File struct {
+	pq    *file.Reader
+	arrow *pqarrow.FileReader
+	bloom *metadata.BloomFilterReader
+	meta  Meta
+	index rowIndex
+	// groups[i] is row group i; groupStart[i] is the index of its first row,
+	// groupStart[len(groups)] = meta.Rows.
+	groups     []RowGroup
+	groupStart []int64
+}
+
+// Open reads the footer of the archive file in r[0:size] and checks it: the
+// orderlog.* key-values (ErrNotArchive without any, ErrUnsupportedVersion,
+// ErrCorrupt when malformed), the schema, and that the row groups'
+// log_offset statistics and row counts agree with the range and holes.
+// It reads the file's tail only (two ReadAt calls).
+func Open(r io.ReaderAt, size int64) (_ *File, err error) {
+	defer recoverCorrupt(&err)
+	props := parquet.NewReaderProperties(memory.DefaultAllocator)
+	// Without a buffered stream arrow-go reads a whole column chunk into
+	// memory before decoding its first page, whatever row is asked for.
+	props.BufferedStreamEnabled = true
+	props.BufferSize = readBufferBytes
+	pq, err := file.NewParquetReader(io.NewSectionReader(r, 0, size), file.WithReadProps(props))
+	if err != nil {
+		return nil, fmt.Errorf("parquetfile: open: %w", err)
+	}
+	f := &File{pq: pq, bloom: pq.GetBloomFilterReader()}
+	if f.meta, err = decodeMeta(footerLookup(pq.MetaData().KeyValueMetadata())); err != nil {
+		return nil, err
+	}
+	if err := checkSchema(pq.MetaData().Schema); err != nil {
+		return nil, err
+	}
+	f.index = newRowIndex(f.meta.First, f.meta.End, f.meta.Holes)
+	if err := f.loadRowGroups(); err != nil {
+		return nil, err
+	}
+	f.arrow, err = pqarrow.NewFileReader(pq, pqarrow.ArrowReadProperties{BatchSize: readBatchRows}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("parquetfile: open: %w", err)
+	}
+	return f, nil
+}
+
+// footerLookup returns a lookup of the footer key-values in which a key
+// written twice reads as a value no check accepts.
+func footerLookup(kv metadata.KeyValueMetadata) func(string) (string, bool) {
+	values := make(map[string]string, kv.Len())
+	for i, k := range kv.Keys() {
+		if _, dup := values[k]; dup {
+			values[k] = "duplicate key"
+			continue
+		}
+		values[k] = kv.Values()[i]
+	}
+	return func(k string) (string, bool) { v, ok := values[k]; return v, ok }
+}
+
+// loadRowGroups reads every row group's log_offset statistics and checks
+// that the row groups are consecutive slices of the rows the footer
+// describes: the first and last offsets hold rows, and the row count is the
+// number of non-hole offsets between them.
+func (f *File) loadRowGroups() error {
+	md := f.pq.MetaData()
+	f.groups = make([]RowGroup, md.NumRowGroups())
+	f.groupStart = make([]int64, md.NumRowGroups()+1)
+	for i := range f.groups {
+		rg := md.RowGroup(i)
+		if err := checkChunks(rg, md.GetSourceFileSize()); err != nil {
+			return fmt.Errorf("%w: row group %d: %v", ErrCorrupt, i, err)
+		}
+		g, err := rowGroupOf(rg)
+		if err != nil {
+			return fmt.Errorf("%w: row group %d: %v", ErrCorrupt, i, err)
+		}
+		start := f.groupStart[i]
+		if g.First < f.meta.First || g.End > f.meta.End || f.index.inHole(g.First) || f.index.inHole(g.End-1) ||
+			f.index.rowsBelow(g.First) != start || f.index.rowsBelow(g.End)-start != g.Rows {
+			return fmt.Errorf("%w: row group %d holds offsets [%d,%d) in %d rows from row %d, which the range and holes deny",
+				ErrCorrupt, i, g.First, g.End, g.Rows, start)
+		}
+		f.groups[i] = g
+		f.groupStart[i+1] = start + g.Rows
+	}
+	if rows := f.groupStart[len(f.groups)]; rows != f.meta.Rows {
+		return fmt.Errorf("%w: %s=%d, the file holds %d rows", ErrCorrupt, keyRows, f.meta.Rows, rows)
+	}
+	return nil
+}
+
+// checkChunks checks that rg's column chunks, page indexes and bloom
+// filters lie inside the file. arrow-go trusts these numbers and panics on
+// some bad ones in goroutines of its own, where no recover can catch it.
+func checkChunks(rg *metadata.RowGroupMetaData, fileSize int64) error {
+	inFile := func(off, n int64) bool { return off >= 4 && n >= 0 && off <= fileSize && n <= fileSize-off }
+	for leaf := 0; leaf < rg.NumColumns(); leaf++ {
+		col, err := rg.ColumnChunk(leaf)
+		if err != nil {
+			return err
+		}
+		start := col.DataPageOffset()
+		if col.HasDictionaryPage() {
+			if d := col.DictionaryPageOffset(); d <= 0 || d >= start {
+				return fmt.Errorf("column %d: dictionary page at %d, data at %d", leaf, d, start)
+			}
+			start = col.DictionaryPageOffset()
+		}
+		if !inFile(start, col.TotalCompressedSize()) || col.TotalCompressedSize() == 0 || col.NumValues() < 0 {
+			return fmt.Errorf("column %d: %d bytes at %d in a file of %d", leaf, col.TotalCompressedSize(), start, fileSize)
+		}
+		for _, loc := range []*metadata.IndexLocation{col.GetColumnIndexLocation(), col.GetOffsetIndexLocation()} {
+			if loc != nil && !inFile(loc.Offset, int64(loc.Length)) {
+				return fmt.Errorf("column %d: page index of %d bytes at %d", leaf, loc.Length, loc.Offset)
+			}
+		}
+		if off := col.BloomFilterOffset(); off > 0 && !inFile(off, int64(col.BloomFilterLength())) {
+			return fmt.Errorf("column %d: bloom filter of %d bytes at %d", leaf, col.BloomFilterLength(), off)
+		}
+	}
+	return nil
+}
+
+// rowGroupOf describes rg from its log_offset statistics.
+func rowGroupOf(rg *metadata.RowGroupMetaData) (RowGroup, error) {
+	col, err := rg.ColumnChunk(leafLogOffset)
+	if err != nil {
+		return RowGroup{}, err
+	}
+	stats, err := col.Statistics()
+	if err != nil {
+		return RowGroup{}, err
+	}
+	s, ok := stats.(*metadata.Int64Statistics)
+	if !ok || !s.HasMinMax() || s.Min() < 0 || s.Max() < s.Min() || rg.NumRows() < 1 {
+		return RowGroup{}, fmt.Errorf("no log_offset statistics or no rows")
+	}
+	return RowGroup{First: uint64(s.Min()), End: uint64(s.Max()) + 1, Rows: rg.NumRows(), Bytes: rg.TotalCompressedSize()}, nil
+}
+
+// Meta returns what the footer records.
+func (f *File) Meta() Meta { return f.meta }
+
+// RowGroups describes the row groups, in offset order.
+func (f *File) RowGroups() []RowGroup { return append([]RowGroup(nil), f.groups...) }
+
+// Read calls fn with every message at offsets in [from, to) (clipped to the
+// file's range), in offset order, as the StoredMessage the hot path serves
+// (proto.Equal to what was appended). fn owns each message. It reads only
+// the row groups holding [from, to), and in them only the pages holding it:
+// the row index comes from the offset and the holes, and each column seeks
+// to it with the offset index. An error from fn stops Read and is returned.
+func (f *File) Read(ctx context.Context, from, to uint64, fn func(*orderlogpb.StoredMessage) error) error {
+	from, to = f.index.clip(from, to)
+	if from >= to {
+		return nil
+	}
+	return f.readRows(ctx, f.index.rowsBelow(from), f.index.rowsBelow(to), allFields, fn)
+}
+
+// Verify reads every row and checks the rows against the footer: their
+// offsets (as Read does) and the digest. It returns an error wrapping
+// ErrCorrupt when they disagree. The tiering worker can run it on what it
+// uploaded; it reads the whole file.
+func (f *File) Verify(ctx context.Context) error {
+	d := newRowDigest()
+	err := f.Read(ctx, f.meta.First, f.meta.End, func(m *orderlogpb.StoredMessage) error {
+		d.add(m)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if got := d.sum(); got != f.meta.Digest {
+		return fmt.Errorf("%w: the rows' digest is %s, the footer's %s", ErrCorrupt, got, f.meta.Digest)
+	}
+	return nil
+}
+
+// readRows decodes rows [start, end) (row indices of the file) into messages
+// with the fields of want filled, checks their offsets against the footer,
+// and calls fn with each.
+func (f *File) readRows(ctx context.Context, start, end int64, want fieldSet, fn func(*orderlogpb.StoredMessage) error) error {
+	if start >= end {
+		return nil
+	}
+	first := f.groupOf(start)
+	last := f.groupOf(end - 1)
+	groups := make([]int, 0, last-first+1)
+	for g := first; g <= last; g++ {
+		groups = append(groups, g)
+	}
+	cols, err := f.openColumns(ctx, want, groups, start-f.groupStart[first])
+	if err != nil {
+		return err
+	}
+	defer cols.release()
+	check := offsetCheck{index: f.index, next: f.offsetOfRow(start), end: f.offsetOfRow(end-1) + 1}
+	for remaining := end - start; remaining > 0; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch, err := cols.next(min(remaining, readBatchRows))
+		if err != nil {
+			return err
+		}
+		for _, m := range batch {
+			if err := check.row(m.GetOffset()); err != nil {
+				return err
+			}
+			if err := fn(m); err != nil {
+				return err
+			}
+		}
+		remaining -= int64(len(batch))
+	}
+	return nil
+}
+
+// groupOf returns the row group holding row r (0 <= r < Rows).
+func (f *File) groupOf(r int64) int {
+	return sort.Search(len(f.groups), func(g int) bool { return f.groupStart[g+1] > r })
+}
+
+// offsetOfRow returns the offset of row r (0 <= r < Rows).
+func (f *File) offsetOfRow(r int64) uint64 { return f.index.offsetOfRow(r) }
+
+// offsetCheck checks that rows come with exactly the non-hole offsets of
+// [next, end), in order: what the footer says the file holds there.
+type offsetCheck struct {
+	index     rowIndex
+	next, end uint64
+}
+
+func (c *offsetCheck) row(o uint64) error {
+	// Between the expected offset and o there may be one hole, ending at o.
+	if o < c.next || o >= c.end || c.index.inHole(o) || c.index.skipHole(c.next) != o {
+		return fmt.Errorf("%w: row with offset %d where the footer expects the first non-hole offset from %d",
+			ErrCorrupt, o, c.next)
+	}
+	c.next = o + 1
+	return nil
+}
