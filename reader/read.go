@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"orderlog/ingest/batch"
 	"orderlog/internal/apierr"
@@ -19,6 +20,9 @@ type Filter struct {
 	Key            []byte
 	FromTimeMicros int64 // ingest time, inclusive; 0 = no bound
 	ToTimeMicros   int64 // ingest time, exclusive; 0 = no bound
+	// IncludeHidden reads the messages a topic's retention hides too (the
+	// archive keeps every message; reads of it hide them again).
+	IncludeHidden bool
 }
 
 // selectsAll reports whether f is the zero Filter.
@@ -40,6 +44,7 @@ type Reader struct {
 	start    logStart
 	retained retainedSet
 	topics   topicRetention
+	archive  atomic.Pointer[ArchiveSource]
 	// PageMessages bounds the messages in one response frame.
 	PageMessages int
 }
@@ -91,6 +96,9 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 	page := &orderlogpb.ReadResponse{NextOffset: from, Committed: committed}
 	budget := &pageBudget{limit: limit, bytes: PageBytes}
 	if start := r.LogStart(); from < start {
+		if a := r.archive.Load(); a != nil && r.archiveCovers(from) {
+			return page, r.readArchived(ctx, *a, from, start, page, budget, filter)
+		}
 		return page, r.readRetained(ctx, from, start, page, budget, filter)
 	}
 	for examined := 0; examined < PageSegments && !budget.full(page) && page.NextOffset < committed; {
@@ -183,7 +191,7 @@ func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadRespons
 		if !filter.matches(rec.Topic, rec.Key, ingestTime) {
 			continue
 		}
-		if r.topics.expired(rec.Topic, offset, ingestTime) {
+		if !filter.IncludeHidden && r.topics.expired(rec.Topic, offset, ingestTime) {
 			if filter.selectsAll() {
 				skipExpired(page, offset)
 			}

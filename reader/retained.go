@@ -52,10 +52,15 @@ func (r *Reader) retainedSnapshot() retention.Retained {
 	return r.retained.set
 }
 
-// ReadStart is the first offset a read may start at: the log start, or
-// the retained set's first message below it.
+// ReadStart is the first offset a read may start at: the log start, the
+// archive's first offset below it, or the retained set's first message.
 func (r *Reader) ReadStart() uint64 {
 	start := r.LogStart()
+	if a := r.archive.Load(); a != nil {
+		if first, t := (*a).Archived(); first < start && t >= start {
+			return first
+		}
+	}
 	if set := r.retainedSnapshot(); len(set.Ledgers) > 0 && set.End >= start {
 		return min(start, set.Ledgers[0].First)
 	}
@@ -68,7 +73,7 @@ func (r *Reader) ReadStart() uint64 {
 // with the new start and the old set it cannot tell (UNAVAILABLE, retry).
 func (r *Reader) checkStart(from uint64) error {
 	start := r.LogStart()
-	if from >= start {
+	if from >= start || r.archiveCovers(from) {
 		return nil
 	}
 	if set := r.retainedSnapshot(); set.End < start {

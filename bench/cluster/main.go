@@ -123,7 +123,7 @@ func measure(label string, p processes, load client.LoadConfig) float64 {
 // address.
 func startDev(binary, dir string) processes {
 	cmd := exec.Command(binary, "dev", "--data", dir, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
-		"--etcd-addr", "127.0.0.1:0")
+		"--etcd-addr", "127.0.0.1:0", "--archive", "none")
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	check(err)

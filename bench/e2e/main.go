@@ -51,7 +51,7 @@ func main() {
 	fmt.Printf("wal_entries_per_s=%.0f (bench/wal, same disk, same run)\n", walRate)
 
 	args := []string{"dev", "--data", filepath.Join(dir, "dev"), "--grpc-addr", "127.0.0.1:0",
-		"--http-addr", "127.0.0.1:0", "--etcd-addr", "127.0.0.1:0"}
+		"--http-addr", "127.0.0.1:0", "--etcd-addr", "127.0.0.1:0", "--archive", "none"}
 	if *fsyncPolicy != "" {
 		args = append(args, "--fsync", *fsyncPolicy)
 	}

@@ -53,7 +53,7 @@ func startDev(cfg devConfig, n int) (*dev, error) {
 	}
 	defer logFile.Close() // the child keeps its own descriptor
 	args := append([]string{"dev", "--data", cfg.dataDir, "--grpc-addr", cfg.addrs.grpc,
-		"--http-addr", cfg.addrs.http, "--etcd-addr", cfg.addrs.etcd}, cfg.flags...)
+		"--http-addr", cfg.addrs.http, "--etcd-addr", cfg.addrs.etcd, "--archive", "none"}, cfg.flags...)
 	cmd := exec.Command(cfg.binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	d := &dev{cmd: cmd, logPath: logPath, started: time.Now()}

@@ -44,7 +44,7 @@ type boundedDev struct {
 func (d *boundedDev) start() {
 	d.t.Helper()
 	args := append([]string{"dev", "--data", d.dataDir, "--grpc-addr", d.grpcAddr, "--http-addr", d.httpAddr,
-		"--etcd-addr", d.etcdAddr}, boundedDevFlags...)
+		"--etcd-addr", d.etcdAddr, "--archive", "none"}, boundedDevFlags...)
 	d.cmd = startChild(d.t, d.log, args...)
 }
 

@@ -32,9 +32,12 @@ func runDev(args []string) error {
 	registerDiskFlag(fs, &disk)
 	var keep retentionFlags
 	keep.register(fs)
+	var archive archiveFlags
+	archive.register(fs, true)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	archive.devDefault(*dataDir)
 	logger, err := lf.logger(os.Stderr)
 	if err != nil {
 		return err
@@ -46,6 +49,9 @@ func runDev(args []string) error {
 	}
 	cfg.HTTPLimits.MaxMessageBytes = *maxMessage
 	keep.apply(&cfg)
+	if err := archive.apply(&cfg); err != nil {
+		return err
+	}
 	if err := tf.apply(&cfg); err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ type nodeFlags struct {
 	timeouts                                                     timeoutFlags
 	disk                                                         wal.DiskLimits
 	keep                                                         retentionFlags
+	archive                                                      archiveFlags
 }
 
 const nodeUsage = `node --name NAME --data DIR [--etcd-initial-cluster n1=http://h1:2380,... | --etcd h1:2379,...] [flags]
@@ -68,6 +69,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	f.timeouts.register(fs, node.Roles{})
 	registerDiskFlag(fs, &f.disk)
 	f.keep.register(fs)
+	f.archive.register(fs, false)
 }
 
 // config maps the flags onto a node configuration (node.Config.Validate
@@ -85,6 +87,9 @@ func (f *nodeFlags) config() (node.Config, error) {
 		Ingest: ingest.Config{AckMode: ingest.AckMode(f.ackMode), MaxMessageBytes: f.maxMessage}}
 	cfg.HTTPLimits.MaxMessageBytes = f.maxMessage
 	f.keep.apply(&cfg)
+	if err := f.archive.apply(&cfg); err != nil {
+		return node.Config{}, err
+	}
 	if f.etcd != "" {
 		if f.initialCluster != "" {
 			return node.Config{}, errors.New("--etcd (an external cluster) and --etcd-initial-cluster (an embedded member) are exclusive")

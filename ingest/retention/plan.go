@@ -30,8 +30,11 @@ type Input struct {
 	// Retained are the retained set's ledgers: not the log's, not counted
 	// against the byte limit.
 	Retained map[uint64]bool
-	// Committed is C; Start the current log start.
-	Committed, Start uint64
+	// Committed is C; Start the current log start. With Capped, Ceiling
+	// bounds the start too: with an archive, the archived watermark T
+	// (offsets below the start are read from the archive then).
+	Committed, Start, Ceiling uint64
+	Capped                    bool
 	Now              time.Time
 	// CheckpointLedger and CheckpointFirst are the commit-log checkpoint
 	// pointer's ledger and first_ledger: checkpoint ledgers below
@@ -49,7 +52,8 @@ type Input struct {
 
 // Decision is a pass's outcome.
 type Decision struct {
-	// Start is the new log start: ≥ Input.Start, ≤ Input.Committed.
+	// Start is the new log start: ≥ Input.Start, ≤ Input.Committed and
+	// the Ceiling.
 	Start uint64
 	// Delete are the ledgers to mark and delete, in id order.
 	Delete []ledger.Metadata
@@ -62,7 +66,11 @@ const defaultBytesPerOffset = 1100
 // Plan decides the log start and the ledgers to delete.
 func Plan(in Input, p Policy) Decision {
 	data := dataLedgers(in)
-	start := max(in.Start, min(in.Committed, max(startByAge(data, p, in.Now), startByBytes(data, p))))
+	limit := in.Committed
+	if in.Capped {
+		limit = min(limit, in.Ceiling)
+	}
+	start := max(in.Start, min(limit, max(startByAge(data, p, in.Now), startByBytes(data, p))))
 	return Decision{Start: start, Delete: deletable(in, min(start, in.DeleteUpTo))}
 }
 

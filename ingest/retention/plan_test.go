@@ -125,3 +125,21 @@ func TestPinsAndOrphans(t *testing.T) {
 		t.Fatalf("ledger 4 closed 8 days ago, within a 9-day expiry: %+v", got)
 	}
 }
+
+// With an archive the log start never passes the archived watermark,
+// whatever the policy asks.
+func TestPlanStopsAtTheArchivedWatermark(t *testing.T) {
+	ledgers := []ledger.Metadata{closed(1, "n1", 0, 100, time.Hour, 1000), closed(2, "n1", 100, 200, time.Hour, 1000)}
+	base := Input{Ledgers: ledgers, Committed: 200, Now: planNow, DeleteUpTo: math.MaxUint64}
+	for _, tc := range []struct {
+		ceiling uint64
+		capped  bool
+		want    uint64
+	}{{0, false, 200}, {150, true, 150}, {0, true, 0}, {500, true, 200}} {
+		in := base
+		in.Ceiling, in.Capped = tc.ceiling, tc.capped
+		if got := Plan(in, Policy{Age: time.Minute}).Start; got != tc.want {
+			t.Errorf("ceiling %d capped %v: start %d, want %d", tc.ceiling, tc.capped, got, tc.want)
+		}
+	}
+}

@@ -38,6 +38,10 @@ type Config struct {
 	Committed func() (uint64, bool)
 	// Interval is the pause between passes. Default 1 s.
 	Interval time.Duration
+	// Archived, if set, returns the archived watermark T (and false
+	// before the archive has one): the log start never passes it, as
+	// reads below the start are then served from the archive.
+	Archived func(context.Context) (uint64, bool, error)
 	// DeleteGrace: ledgers are deleted only below a log start that stood
 	// this long, and once closed this long. Default 1 s; negative: none.
 	DeleteGrace time.Duration
@@ -198,8 +202,12 @@ func (w *Worker) Pass(ctx context.Context) error {
 	for id := range state.retained.pinned(now, w.cfg.DeleteGrace) {
 		pinned[id] = true
 	}
+	ceiling, capped, err := w.ceiling(ctx, state.start)
+	if err != nil {
+		return err
+	}
 	in := Input{Ledgers: state.ledgers, Deleting: state.deleting, Pinned: pinned, Retained: state.retained.ids(),
-		Committed: committed, Start: state.start, Now: now, DeleteUpTo: w.stoodStart(state.start, now), Grace: w.cfg.DeleteGrace,
+		Committed: committed, Start: state.start, Ceiling: ceiling, Capped: capped, Now: now, DeleteUpTo: w.stoodStart(state.start, now), Grace: w.cfg.DeleteGrace,
 		CheckpointLedger: state.checkpointLedger, CheckpointFirst: state.checkpointFirst}
 	if w.cfg.DeleteGrace == 0 {
 		in.DeleteUpTo = math.MaxUint64 // the new start, in this pass
@@ -252,6 +260,22 @@ func (w *Worker) Pass(ctx context.Context) error {
 	}
 	w.deleteMarked(ctx, state)
 	return nil
+}
+
+// ceiling is the archived watermark the log start must not pass (false:
+// no archive); before the archive has one, the current start.
+func (w *Worker) ceiling(ctx context.Context, start uint64) (uint64, bool, error) {
+	if w.cfg.Archived == nil {
+		return 0, false, nil
+	}
+	t, ok, err := w.cfg.Archived(ctx)
+	if err != nil {
+		return 0, false, fmt.Errorf("read the archived watermark: %w", err)
+	}
+	if !ok {
+		return start, true, nil
+	}
+	return t, true, nil
 }
 
 // unmarkPinned reads the producer records again once the pass's ledgers

@@ -61,6 +61,15 @@ const (
 	// below which its messages are past the limit and hidden from reads
 	// (ingest/retention). Each only grows.
 	TopicStarts = Prefix + "topic-starts"
+	// TieringElection is the concurrency.Election prefix of the tiering
+	// worker, one in the cluster (tiering).
+	TieringElection = Prefix + "tiering/election"
+	// TieringHead holds the archive's head: the archived watermark T, the
+	// archive's first offset and the newest manifest segment (tiering).
+	TieringHead = Prefix + "tiering/head"
+	// TieringPlan holds the file the elected tiering worker is publishing,
+	// recorded before its upload (tiering).
+	TieringPlan = Prefix + "tiering/plan"
 )
 
 // ProducerName is the key mapping a producer name to its id.

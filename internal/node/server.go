@@ -36,6 +36,7 @@ import (
 	"orderlog/proto/walpb"
 	"orderlog/reader"
 	"orderlog/sequencer"
+	"orderlog/tiering"
 )
 
 // Roles says which roles a process runs. The zero value runs them all,
@@ -113,6 +114,8 @@ type Config struct {
 	Disk wal.DiskLimits
 	// Retention is how much of the log is kept (retention.go).
 	Retention RetentionConfig
+	// Archive is where the log is archived as Parquet (archive.go).
+	Archive ArchiveConfig
 	// Checkpoint configures the sequencer's commit-log checkpoints (its
 	// Floor is the log start, set here).
 	Checkpoint sequencer.CheckpointConfig
@@ -216,6 +219,10 @@ type Server struct {
 	reader *reader.Reader
 	// retentionMetrics are the retention worker's (nil without one).
 	retentionMetrics *retention.Metrics
+	// archive serves reads below the log start, and tieringMetrics are
+	// the tiering worker's (both nil without an archive; archive.go).
+	archive        *tiering.ArchiveReader
+	tieringMetrics *tiering.Metrics
 	// logStart is the log start as last read from etcd (retention.go).
 	logStart     atomic.Uint64
 	oldest       oldestCache // status_bounded.go
@@ -360,7 +367,10 @@ func (s *Server) startRoles(ctx context.Context) error {
 		reader.NewService(s.reader).Register(s.grpc)
 	}
 	s.startRereplication(ctx) // rereplication.go
-	s.startRetention(ctx)     // retention.go
+	if err := s.startArchive(ctx); err != nil { // archive.go
+		return fmt.Errorf("archive %s: %w", s.cfg.Archive.URL, err)
+	}
+	s.startRetention(ctx) // retention.go
 	go retention.WatchStart(ctx, s.cli, s.noteLogStart)
 	go retention.WatchTopics(ctx, s.cli, s.noteTopics)
 	if s.reader != nil {
@@ -457,6 +467,9 @@ func (s *Server) metricsRegistry() *prometheus.Registry {
 	}
 	if s.retentionMetrics != nil {
 		registry.MustRegister(s.retentionMetrics.Collectors()...)
+	}
+	if s.tieringMetrics != nil {
+		registry.MustRegister(s.tieringMetrics.Collectors()...)
 	}
 	return registry
 }

@@ -1,0 +1,263 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"orderlog/internal/campaign"
+	"orderlog/internal/event"
+	"orderlog/internal/keys"
+	"orderlog/tiering/objstore"
+	"orderlog/tiering/parquetfile"
+)
+
+// Config configures a tiering worker. Every process that can read the log
+// runs one; one of them is elected.
+type Config struct {
+	Etcd  *clientv3.Client
+	Store objstore.Store
+	Log   LogSource
+	// LogStart is the log's start offset: a new archive starts there.
+	LogStart func() uint64
+	// Name is this process's election value (the same across restarts).
+	Name string
+	// Prefix is where files go under the store ("" for its root).
+	Prefix string
+	Cut    CutPolicy
+	Writer parquetfile.WriterOptions
+	// TempDir holds the file being built (created; leftovers removed).
+	TempDir string
+	// Interval between passes. Default 1 s.
+	Interval   time.Duration
+	SessionTTL int
+	Logger     *slog.Logger
+	Metrics    *Metrics
+	Now        func() time.Time
+}
+
+// Validate fills defaults and rejects nonsense.
+func (c *Config) Validate() error {
+	switch {
+	case c.Etcd == nil || c.Store == nil || c.Log == nil || c.LogStart == nil:
+		return errors.New("tiering: etcd, an object store, a log source and the log start are needed")
+	case c.TempDir == "":
+		return errors.New("tiering: no local directory to build files in")
+	case c.Cut.FileBytes <= 0 || c.Cut.FileAge <= 0:
+		return errors.New("tiering: a file's size and age limits must be positive")
+	}
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = 5
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	c.Logger = event.OrDiscard(c.Logger)
+	return nil
+}
+
+// Worker archives the committed log (docs/design.md §8).
+type Worker struct {
+	cfg Config
+}
+
+// New returns a worker; call Run.
+func New(cfg Config) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Worker{cfg: cfg}, nil
+}
+
+// Run campaigns and, while elected, archives until ctx ends.
+func (w *Worker) Run(ctx context.Context) {
+	campaign.Run(ctx, campaign.Config{Etcd: w.cfg.Etcd, Prefix: keys.TieringElection, Name: w.cfg.Name,
+		SessionTTL: w.cfg.SessionTTL, Logger: w.cfg.Logger, What: "tiering"}, w.lead)
+}
+
+// leader is one term's state: the file being built, if any.
+type leader struct {
+	key   string // the election key, compared in every transaction
+	epoch int64  // its create revision
+	build *build
+}
+
+func (w *Worker) lead(ctx context.Context, key string) {
+	l := &leader{key: key}
+	defer func() { l.build.discard() }()
+	if err := w.prepare(ctx, l); err != nil {
+		w.cfg.Logger.Warn("tiering: cannot start", "err", err)
+		return
+	}
+	w.cfg.Logger.Info("tiering worker elected", "name", w.cfg.Name, "archive", w.cfg.Store.Describe())
+	for ctx.Err() == nil {
+		err := w.Pass(ctx, l)
+		switch {
+		case errors.Is(err, ErrConflict) || errors.Is(err, ErrLogStartPassed):
+			w.cfg.Metrics.observeConflict()
+			w.cfg.Logger.Error("tiering halted: the archive will not go on until an operator looks", "err", err)
+			<-ctx.Done() // keep the election: no other worker repeats it
+			return
+		case err != nil && ctx.Err() == nil:
+			w.cfg.Logger.Warn("tiering pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(w.cfg.Interval):
+		}
+	}
+}
+
+// prepare reads the election key's revision and clears the local
+// directory of an earlier term's files.
+func (w *Worker) prepare(ctx context.Context, l *leader) error {
+	resp, err := w.cfg.Etcd.Get(ctx, l.key)
+	if err != nil {
+		return err
+	}
+	if len(resp.Kvs) == 0 {
+		return errors.New("the election key is gone")
+	}
+	l.epoch = resp.Kvs[0].CreateRevision
+	if err := os.MkdirAll(w.cfg.TempDir, 0o755); err != nil {
+		return err
+	}
+	old, _ := filepath.Glob(filepath.Join(w.cfg.TempDir, "building-*.parquet"))
+	for _, f := range old {
+		os.Remove(f)
+	}
+	return nil
+}
+
+// Pass publishes a recorded plan, or extends the file being built and
+// publishes it once it is cut.
+func (w *Worker) Pass(ctx context.Context, l *leader) error {
+	head, err := ReadHead(ctx, w.cfg.Etcd)
+	if err != nil {
+		return err
+	}
+	if head.ModRevision == 0 {
+		if head, err = startHead(ctx, w.cfg.Etcd, w.cfg.LogStart(), l.key); err != nil {
+			return err
+		}
+	}
+	w.cfg.Metrics.observeHead(head)
+	if start := w.cfg.LogStart(); start > head.T {
+		return fmt.Errorf("%w: the start is %d, the archive reaches %d", ErrLogStartPassed, start, head.T)
+	}
+	plan, err := readPlan(ctx, w.cfg.Etcd)
+	if err != nil {
+		return err
+	}
+	committed, known := w.cfg.Log.Committed()
+	if !known {
+		return nil
+	}
+	if plan.ModRevision != 0 {
+		return w.publishPlanned(ctx, l, head, plan, committed)
+	}
+	if l.build == nil || l.build.cut.first != head.T {
+		l.build.discard()
+		if l.build, err = newBuild(w.cfg.TempDir, head.T, w.cfg.Cut, w.cfg.Writer); err != nil {
+			return err
+		}
+	}
+	end, err := l.build.extend(ctx, w.cfg.Log, committed, 0, w.cfg.Now())
+	if err != nil || end == 0 {
+		if err != nil {
+			l.build.discard()
+			l.build = nil
+		}
+		return err
+	}
+	b := l.build
+	l.build = nil
+	defer b.discard()
+	return w.publish(ctx, l, head, b, end)
+}
+
+// publishPlanned builds a recorded plan's range again from the log and
+// publishes it under the recorded keys.
+func (w *Worker) publishPlanned(ctx context.Context, l *leader, head Head, plan Plan, committed uint64) error {
+	l.build.discard()
+	l.build = nil
+	if plan.First != head.T || plan.End <= plan.First || plan.End > committed {
+		return fmt.Errorf("%w: the recorded plan [%d, %d) does not start at T=%d or ends beyond C=%d", ErrConflict, plan.First, plan.End, head.T, committed)
+	}
+	b, err := newBuild(w.cfg.TempDir, plan.First, w.cfg.Cut, w.cfg.Writer)
+	if err != nil {
+		return err
+	}
+	defer b.discard()
+	if _, err := b.extend(ctx, w.cfg.Log, committed, plan.End, w.cfg.Now()); err != nil {
+		return err
+	}
+	w.cfg.Logger.Info("tiering: publishing a recorded plan", "first", plan.First, "end", plan.End, "object", plan.Object, "planned_by", plan.Epoch)
+	return w.finishAndPublish(ctx, l, head, plan, b)
+}
+
+// publish plans the built file [head.T, end) and publishes it.
+func (w *Worker) publish(ctx context.Context, l *leader, head Head, b *build, end uint64) error {
+	plan := Plan{Version: stateVersion, Epoch: l.epoch, First: head.T, End: end,
+		Object:   parquetfile.ObjectKey(w.cfg.Prefix, head.T, end, time.UnixMicro(firstMicroOr(b, w.cfg.Now()))),
+		Manifest: joinKey(w.cfg.Prefix, manifestKey(head.T, end))}
+	if err := putPlan(ctx, w.cfg.Etcd, head, plan, l.key); err != nil {
+		return err
+	}
+	plan, err := readPlan(ctx, w.cfg.Etcd)
+	if err != nil {
+		return err
+	}
+	return w.finishAndPublish(ctx, l, head, plan, b)
+}
+
+// finishAndPublish closes the local file at the plan's end, uploads it,
+// puts its manifest segment and moves T.
+func (w *Worker) finishAndPublish(ctx context.Context, l *leader, head Head, plan Plan, b *build) error {
+	meta, size, err := b.finish(plan.End)
+	if err != nil {
+		return err
+	}
+	f := newBuilt(b, plan, meta, size)
+	if f.entry.Bytes, err = upload(ctx, w.cfg.Store, b, f); err != nil {
+		return fmt.Errorf("upload %s: %w", plan.Object, err)
+	}
+	entry, err := putManifest(ctx, w.cfg.Store, plan.Manifest, f.entry)
+	if err != nil {
+		return fmt.Errorf("manifest %s: %w", plan.Manifest, err)
+	}
+	next, err := commitFile(ctx, w.cfg.Etcd, head, plan, entry, l.key)
+	if err != nil {
+		return err
+	}
+	w.cfg.Metrics.observeHead(next)
+	w.cfg.Metrics.observePublished(entry)
+	w.cfg.Logger.Info("tiering: file published", "object", plan.Object, "first", plan.First, "end", plan.End,
+		"rows", entry.Rows, "holes", len(entry.Holes), "bytes", entry.Bytes, "t", next.T)
+	return nil
+}
+
+// firstMicroOr is the file's first row's ingest time, or now for a file
+// of holes only (its dt partition is the day it was published).
+func firstMicroOr(b *build, now time.Time) int64 {
+	if b.firstMicro != 0 {
+		return b.firstMicro
+	}
+	return now.UnixMicro()
+}
+
+func joinKey(prefix, key string) string {
+	if prefix == "" {
+		return key
+	}
+	return prefix + "/" + key
+}
