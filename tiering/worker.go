@@ -68,6 +68,8 @@ func (c *Config) Validate() error {
 // Worker archives the committed log (docs/design.md §8).
 type Worker struct {
 	cfg Config
+	// publishedT is T after the last file this worker published.
+	publishedT uint64
 }
 
 // New returns a worker; call Run.
@@ -100,7 +102,11 @@ func (w *Worker) lead(ctx context.Context, key string) {
 	}
 	w.cfg.Logger.Info("tiering worker elected", "name", w.cfg.Name, "archive", w.cfg.Store.Describe())
 	for ctx.Err() == nil {
+		t := w.publishedT
 		err := w.Pass(ctx, l)
+		if err == nil && w.publishedT > t {
+			continue // published a file: the next may be ready at once (catching up)
+		}
 		switch {
 		case errors.Is(err, ErrConflict) || errors.Is(err, ErrLogStartPassed):
 			w.cfg.Metrics.observeConflict()
@@ -239,6 +245,7 @@ func (w *Worker) finishAndPublish(ctx context.Context, l *leader, head Head, pla
 	if err != nil {
 		return err
 	}
+	w.publishedT = next.T
 	w.cfg.Metrics.observeHead(next)
 	w.cfg.Metrics.observePublished(entry)
 	w.cfg.Logger.Info("tiering: file published", "object", plan.Object, "first", plan.First, "end", plan.End,

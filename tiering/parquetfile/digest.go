@@ -92,3 +92,14 @@ func appendNullableBytes(b, v []byte) []byte {
 	}
 	return appendBytes(append(b, 1), v)
 }
+
+// Digest is the footer digest of rows msgs, in the order given (a file's
+// rows are in offset order): to check an archive file against the rows
+// another reader (orderlog's own read of the range) returns.
+func Digest(msgs []*orderlogpb.StoredMessage) string {
+	d := newRowDigest()
+	for _, m := range msgs {
+		d.add(m)
+	}
+	return d.sum()
+}
