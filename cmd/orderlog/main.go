@@ -31,6 +31,7 @@ var commands = map[string]command{
 	"sequencer": {"cluster role: campaign for sequencer leadership (needs --etcd)", runSequencer},
 	"ingest":    {"cluster role: a WAL store and an ingest node with the APIs (needs --etcd)", runIngest},
 	"reader":    {"cluster role: serve reads from the commit map (needs --etcd)", runReader},
+	"archive":   {"inspect the Parquet archive: status, ls, verify (needs --archive)", runArchive},
 }
 
 // defaultGCPercent trades memory for latency: the write path allocates per
