@@ -6,7 +6,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster bench-longrun \
+.PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster bench-longrun bench-tiering \
         proto proto-tools s3-server-tool duckdb-tool soak chaos chaos-short vet cross fmt clean
 
 ## run: build and start `orderlog dev` (everything in one process, data in ./data)
@@ -85,6 +85,18 @@ bench-cluster: build
 LONGRUN_SIZES ?= 1M,10M,50M
 bench-longrun: build
 	$(GO) run ./bench/longrun -orderlog $(BIN) -sizes $(LONGRUN_SIZES)
+
+## bench-tiering: the archive (docs/design.md §8): produces TIERING_ROWS rows of 1 KiB to
+## `orderlog dev`, restarts it with tiering and times the worker catching up against a
+## plain arrow-go Parquet writer on the same rows, reads the range back hot and, once
+## retention deleted the ledgers, from the archive, queries an absent key (data page bytes
+## read) and compares produce p99 with and without tiering; ends with
+## tier_vs_parquet_ratio=, archive_read_vs_hot_ratio=, absent_key_query_data_bytes=,
+## produce_p99_tiering_vs_plain_ratio= and tiering_result=; quick (~3 min): TIERING_ROWS=200k;
+## TIERING_ARGS='-rounds 1 -ref-rows 2M' shortens a large run
+TIERING_ROWS ?= 10M
+bench-tiering: build
+	$(GO) run ./bench/tiering -orderlog $(BIN) -rows $(TIERING_ROWS) $(TIERING_ARGS)
 
 bench-wal:
 	@if [ -d bench/wal ]; then $(GO) run ./bench/wal; else echo "bench-wal: not built yet"; fi
