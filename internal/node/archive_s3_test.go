@@ -50,7 +50,9 @@ func TestArchiveToS3RidesOutAnOutage(t *testing.T) {
 	cfg := Config{DataDir: dir, Ingest: ingest.Config{RollBytes: 1 << 20}, SegmentSize: 4 << 20,
 		Retention: RetentionConfig{Policy: retention.Policy{Bytes: 2 << 20}, Interval: 50 * time.Millisecond, DeleteGrace: -1},
 		Archive: ArchiveConfig{URL: "s3://" + s3.Bucket + "/log", S3: objstore.Options{Endpoint: s3.Endpoint, PartSize: 5 << 20},
-			FileBytes: 6 << 20, FileAge: 3 * time.Second, HotWindow: time.Millisecond, Interval: 50 * time.Millisecond}}
+			// Files are cut by size, not by age, even as slowly as the race
+			// detector produces: the first one must pass the part size.
+			FileBytes: 6 << 20, FileAge: 10 * time.Second, HotWindow: time.Millisecond, Interval: 50 * time.Millisecond}}
 	s := startServerWith(t, cfg)
 	defer s.Close()
 	c := dial(t, s)
