@@ -367,7 +367,8 @@ func (s *Server) startRoles(ctx context.Context) error {
 		reader.NewService(s.reader).Register(s.grpc)
 	}
 	s.startRereplication(ctx) // rereplication.go
-	if err := s.startArchive(ctx); err != nil { // archive.go
+	// archive.go
+	if err := s.startArchive(ctx); err != nil {
 		return fmt.Errorf("archive %s: %w", s.cfg.Archive.URL, err)
 	}
 	s.startRetention(ctx) // retention.go
