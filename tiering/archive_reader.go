@@ -309,4 +309,3 @@ func (o *cachedObject) ReadAt(p []byte, off int64) (int, error) {
 }
 
 var _ reader.ArchiveSource = (*ArchiveReader)(nil)
-

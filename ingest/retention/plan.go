@@ -35,7 +35,7 @@ type Input struct {
 	// (offsets below the start are read from the archive then).
 	Committed, Start, Ceiling uint64
 	Capped                    bool
-	Now              time.Time
+	Now                       time.Time
 	// CheckpointLedger and CheckpointFirst are the commit-log checkpoint
 	// pointer's ledger and first_ledger: checkpoint ledgers below
 	// CheckpointFirst, other than CheckpointLedger, are named by no
