@@ -6,7 +6,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster bench-longrun bench-tiering \
+.PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster bench-longrun bench-tiering bench-read bench-tls bench-secure \
         proto proto-tools s3-server-tool duckdb-tool soak chaos chaos-short vet cross fmt clean
 
 ## run: build and start `orderlog dev` (everything in one process, data in ./data)
@@ -25,7 +25,7 @@ build:
 
 ## test: every test, the race detector on the concurrent packages, short fuzz runs,
 ## and a short chaos run (5 faults on a 3-node cluster of real processes)
-test: vet cross s3-server-tool duckdb-tool
+test: vet cross s3-server-tool duckdb-tool promtool-tool
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) test-race
 	$(MAKE) fuzz-short
@@ -98,6 +98,29 @@ TIERING_ROWS ?= 10M
 bench-tiering: build
 	$(GO) run ./bench/tiering -orderlog $(BIN) -rows $(TIERING_ROWS) $(TIERING_ARGS)
 
+## bench-read: the read side (issue 18): `orderlog dev` and `orderlog bench --read` as separate
+## processes: rounds of a peak produce (16 streams, 1 KiB) each followed by a range read of the
+## log from offset 0 through the Go client, then a tailing consumer while producers run at half
+## the peak, then `orderlog read --limit 0 > /dev/null` over the log; ends with
+## read_vs_produce_ratio= (goal >= 3), tail_p99_ms=, tail_p99_vs_ack_p99_ratio= (goal <= 1.5),
+## group_keeps_up= and cli_read_msgs_per_s=; ~3 min; READ_ARGS='-rounds 5 -duration 8s'
+bench-read: build
+	$(GO) run ./bench/read -orderlog $(BIN) $(READ_ARGS)
+
+## bench-tls: the bench-e2e load against a plaintext `orderlog dev` and a `dev --tls`,
+## alternately in the same run; ends with tls_cpu_per_msg_ratio= (server and load generator
+## CPU per message at the peak), tls_vs_plain_ratio= (peak msg/s) and
+## tls_p99_vs_plain_ratio= (ack p99 at half the plaintext peak); ~3 min;
+## TLS_ARGS='-rounds 5 -duration 6s'
+bench-tls: build
+	$(GO) run ./bench/tls -orderlog $(BIN) $(TLS_ARGS)
+
+## bench-secure: as bench-tls, the second server with TLS, tokens and ACLs, and WAL encryption
+## at rest all on; ends with secure_vs_plain_ratio= (goal >= 0.8) and
+## secure_cpu_per_msg_ratio=; ~3 min; SECURE_ARGS='-rounds 5 -duration 6s'
+bench-secure: build
+	$(GO) run ./bench/tls -secure -orderlog $(BIN) $(SECURE_ARGS)
+
 bench-wal:
 	@if [ -d bench/wal ]; then $(GO) run ./bench/wal; else echo "bench-wal: not built yet"; fi
 
@@ -139,6 +162,11 @@ proto-tools:
 ## s3-server-tool: versitygw, the S3-compatible server the tiering/objstore tests run against
 s3-server-tool:
 	@test -x $(GOBIN)/versitygw || GOFLAGS= $(GO) install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+
+## promtool-tool: promtool (Debian's prometheus package), which the deploy/ tests check the
+## alert rules with (`promtool check rules`, `promtool test rules`)
+promtool-tool:
+	@command -v promtool >/dev/null || (apt-get update && apt-get install -y --no-install-recommends prometheus)
 
 ## duckdb-tool: DuckDB for node (npm @duckdb/node-api), the independent reader the
 ## tiering/parquetfile tests check archive files with; reinstalled when the lock file changes

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"orderlog/internal/apierr"
+	"orderlog/internal/grpcopt"
 	"orderlog/proto/orderlogpb"
 )
 
@@ -26,15 +27,24 @@ type Client struct {
 }
 
 // Dial connects to an orderlog cluster through one node address
-// (host:port) or a comma-separated list of them ("h1:7070,h2:7070").
-// Connections are made lazily and re-made after failures. Dial asks a node
-// for the cluster's other endpoints in the background (see Refresh).
-func Dial(addrs string) (*Client, error) {
+// (host:port) or a comma-separated list of them ("h1:7070,h2:7070"), in
+// plaintext unless an option says otherwise (WithTLS). Connections are
+// made lazily and re-made after failures. Dial asks a node for the
+// cluster's other endpoints in the background (see Refresh).
+func Dial(addrs string, opts ...Option) (*Client, error) {
 	seeds, err := ParseEndpoints(addrs)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{endpoints: newEndpointSet(seeds)}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	dial := grpcopt.DialOptionsWith(o.creds)
+	if o.token != "" {
+		dial = append(dial, grpc.WithPerRPCCredentials(bearer(o.token)))
+	}
+	c := &Client{endpoints: newEndpointSet(seeds, dial)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if _, err := c.endpoints.conn(seeds[0]); err != nil {
 		c.cancel()
@@ -77,6 +87,21 @@ func (c *Client) CreateTopic(ctx context.Context, name string) error {
 		return apierr.FromGRPC(err)
 	}
 	return nil
+}
+
+// CreateTopicWith creates a topic with the request's partition count and
+// cleanup configuration, and returns it as created.
+func (c *Client) CreateTopicWith(ctx context.Context, req *orderlogpb.CreateTopicRequest) (*orderlogpb.Topic, error) {
+	var topic *orderlogpb.Topic
+	err := c.unary(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		var err error
+		topic, err = orderlogpb.NewAdminClient(conn).CreateTopic(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, apierr.FromGRPC(err)
+	}
+	return topic, nil
 }
 
 // RawProducer is the generated Producer client of the current endpoint,
@@ -134,4 +159,34 @@ func (c *Client) WaitCommitted(ctx context.Context, offset uint64) error {
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// ListTopics returns every topic with its partition count and cleanup
+// configuration.
+func (c *Client) ListTopics(ctx context.Context) ([]*orderlogpb.Topic, error) {
+	var resp *orderlogpb.ListTopicsResponse
+	err := c.unary(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		var err error
+		resp, err = orderlogpb.NewAdminClient(conn).ListTopics(ctx, &orderlogpb.ListTopicsRequest{})
+		return err
+	})
+	if err != nil {
+		return nil, apierr.FromGRPC(err)
+	}
+	return resp.Topics, nil
+}
+
+// ListPartitions returns a topic's virtual partitions (empty topic: the
+// default topic) with the log's bounds.
+func (c *Client) ListPartitions(ctx context.Context, topic string) (*orderlogpb.ListPartitionsResponse, error) {
+	var resp *orderlogpb.ListPartitionsResponse
+	err := c.unary(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		var err error
+		resp, err = orderlogpb.NewAdminClient(conn).ListPartitions(ctx, &orderlogpb.ListPartitionsRequest{Topic: topic})
+		return err
+	})
+	if err != nil {
+		return nil, apierr.FromGRPC(err)
+	}
+	return resp, nil
 }

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 
 	"orderlog/internal/apierr"
-	"orderlog/internal/grpcopt"
 )
 
 // ParseEndpoints splits a comma-separated list of node addresses
@@ -51,6 +50,7 @@ const (
 // learned addresses that are not seeds, sorted; mu.current is one of them.
 type endpointSet struct {
 	seeds []string
+	dial  []grpc.DialOption // every connection's
 	mu    struct {
 		sync.Mutex
 		endpoints []string
@@ -62,8 +62,8 @@ type endpointSet struct {
 	}
 }
 
-func newEndpointSet(seeds []string) *endpointSet {
-	s := &endpointSet{seeds: seeds}
+func newEndpointSet(seeds []string, dial []grpc.DialOption) *endpointSet {
+	s := &endpointSet{seeds: seeds, dial: dial}
 	s.mu.endpoints = slices.Clone(seeds)
 	s.mu.current = seeds[0]
 	s.mu.down = make(map[string]time.Time)
@@ -163,7 +163,7 @@ func (s *endpointSet) conn(addr string) (*grpc.ClientConn, error) {
 	if conn, ok := s.mu.conns[addr]; ok {
 		return conn, nil
 	}
-	conn, err := grpc.NewClient(addr, grpcopt.DialOptions()...)
+	conn, err := grpc.NewClient(addr, s.dial...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

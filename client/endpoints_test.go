@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"orderlog/internal/grpcopt"
 	"orderlog/proto/orderlogpb"
 )
 
@@ -47,7 +48,7 @@ func TestParseEndpoints(t *testing.T) {
 // learned endpoints follow sorted, a failed endpoint is passed over, and
 // producers start at the endpoints in turn.
 func TestEndpointSetLearnsAndMoves(t *testing.T) {
-	s := newEndpointSet([]string{"b:1", "a:1"})
+	s := newEndpointSet([]string{"b:1", "a:1"}, grpcopt.DialOptions())
 	s.learn(nil) // a node that knows nothing changes nothing
 	s.learn([]string{"d:1", "a:1", "c:1", "c:1"})
 	if got, want := s.list(), []string{"b:1", "a:1", "c:1", "d:1"}; !slices.Equal(got, want) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,6 +20,10 @@ type LoadConfig struct {
 	Streams, Size, Count, Frame, InFlight int
 	Duration                              time.Duration
 	Rate                                  float64
+	// Keys > 0 gives each frame's messages the keys k0, k1, … in turn,
+	// modulo Keys, spreading them over the topic's virtual partitions
+	// (0: no keys, every message in partition 0).
+	Keys int
 }
 
 // LoadResult is what a load measured.
@@ -147,6 +152,9 @@ func loadStream(ctx context.Context, cl *Client, name string, payload []byte, cf
 	messages := make([]*orderlogpb.Message, cfg.Frame)
 	for j := range messages {
 		messages[j] = &orderlogpb.Message{Topic: "bench", Value: payload}
+		if cfg.Keys > 0 {
+			messages[j].Key = []byte("k" + strconv.Itoa(j%cfg.Keys))
+		}
 	}
 	next := time.Now().Add(phase)
 	for i := 0; frames < 0 || i < frames; i++ {

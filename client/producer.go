@@ -65,6 +65,8 @@ type Producer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	// lastOffset is InitProducer's last_offset (nil: none).
+	lastOffset *uint64
 
 	mu struct {
 		sync.Mutex
@@ -126,8 +128,19 @@ func (c *Client) NewProducer(ctx context.Context, name string, opts ProducerOpti
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.mu.id, p.mu.epoch, p.mu.nextSeq = resp.ProducerId, resp.Epoch, resp.NextSeq
 	p.mu.endpoint = endpoint
+	p.lastOffset = resp.LastOffset
 	go p.run()
 	return p, nil
+}
+
+// LastOffset is the offset of the producer's last message logged before
+// this session began, when the node remembered it (see
+// InitProducerResponse.last_offset).
+func (p *Producer) LastOffset() (uint64, bool) {
+	if p.lastOffset == nil {
+		return 0, false
+	}
+	return *p.lastOffset, true
 }
 
 // initProducer calls InitProducer at the next producer endpoint and, while
@@ -175,6 +188,13 @@ func (p *Producer) ID() (id, epoch uint64) {
 // Send queues one frame of messages and returns at once (unless MaxInFlight
 // frames are unacknowledged). Wait on the result for the offsets.
 func (p *Producer) Send(ctx context.Context, messages ...*orderlogpb.Message) (*Pending, error) {
+	return p.SendWithCommit(ctx, nil, messages...)
+}
+
+// SendWithCommit is Send for a frame that also carries a consumer group's
+// offset commit: the commit is logged with the frame's messages or not at
+// all (exactly-once from log to log; see Client.Transform).
+func (p *Producer) SendWithCommit(ctx context.Context, commit *orderlogpb.GroupCommit, messages ...*orderlogpb.Message) (*Pending, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -189,7 +209,7 @@ func (p *Producer) Send(ctx context.Context, messages ...*orderlogpb.Message) (*
 	p.mu.nextRequestID++
 	pending := &Pending{done: make(chan struct{}), request: &orderlogpb.ProduceRequest{
 		ProducerId: p.mu.id, Epoch: p.mu.epoch, FirstSeq: p.mu.nextSeq,
-		Messages: messages, RequestId: p.mu.nextRequestID,
+		Messages: messages, RequestId: p.mu.nextRequestID, GroupCommit: commit,
 	}}
 	p.mu.nextSeq += uint64(len(messages))
 	p.mu.pending = append(p.mu.pending, pending)

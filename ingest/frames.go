@@ -16,6 +16,9 @@ type frame struct {
 	release func() // nil once called (or if the request owns its bytes)
 	arrived time.Time
 	times   frameTimes
+	// partitions are the messages' virtual partitions, set before the
+	// frame is queued and copied into its acks.
+	partitions []uint32
 }
 
 // frameTimes are when a frame passed the stages of the write path, for

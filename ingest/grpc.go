@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"orderlog/ingest/coordinator"
 	"orderlog/internal/apierr"
 	"orderlog/internal/grpcopt"
 	"orderlog/proto/orderlogpb"
@@ -112,6 +113,11 @@ func (s *ProducerService) receive(ctx context.Context, stream grpc.BidiStreaming
 			return apierr.New(apierr.MalformedRequest, "%v", err)
 		}
 		unanswered.Add(1)
+		if err := s.node.authorizeFrame(ctx, req); err != nil {
+			answer(coordinator.RefusalResponse(req, err))
+			raw.Buf.Free()
+			continue
+		}
 		s.node.ProduceFromBuffer(req, raw.Buf.Free, answer)
 	}
 }

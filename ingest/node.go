@@ -35,6 +35,12 @@ type Node struct {
 	// byteLimited are the topics with a byte limit, whose bytes each
 	// ledger counts (SetByteLimitedTopics; nil: none).
 	byteLimited atomic.Pointer[map[string]bool]
+	// topics knows the partition counts of the topics produced to (used
+	// before a frame reaches the loop: safe for concurrent use).
+	topics *Topics
+	// principals caches the principal each producer is bound to
+	// (authorize.go; safe for concurrent use).
+	principals producerPrincipals
 
 	// reg is the node's current incarnation. Only the loop goroutine
 	// writes it, under regMu; other goroutines read it through current.
@@ -56,7 +62,6 @@ type Node struct {
 	// (Machine.Ledger) and, during a roll, the next one.
 	writers     map[uint64]*openWriter
 	roll        rollBackoff
-	topicsSeen  map[string]bool
 	grantAsked  map[uint64]time.Time // batch id → when its grant was requested
 	initWaiters map[uint64]chan coordinator.InitDone
 	// releaseWaiters are the Release calls waiting for their answer, by
@@ -97,10 +102,11 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 	n := &Node{
 		cfg: cfg, etcd: etcd, stores: stores, ensemble: ensemble, newGrants: grants,
 		work: make(chan func(), 1024), stop: make(chan struct{}), done: make(chan struct{}),
-		machine: machine, writers: make(map[uint64]*openWriter), topicsSeen: make(map[string]bool), grantAsked: make(map[uint64]time.Time),
+		machine: machine, writers: make(map[uint64]*openWriter), grantAsked: make(map[uint64]time.Time),
 		initWaiters: make(map[uint64]chan coordinator.InitDone), closeReasons: make(map[uint64]string),
 		releaseWaiters: make(map[uint64]chan coordinator.ProducerReleased),
 		logger:         event.OrDiscard(cfg.Logger), events: cfg.Events, metrics: newNodeMetrics(),
+		topics: NewTopics(etcd),
 	}
 	n.leases, n.stopLeases = context.WithCancel(context.Background())
 	reg, err := n.register(ctx, newIncarnation(cfg.NodeName))

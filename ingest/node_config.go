@@ -1,13 +1,17 @@
 package ingest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	"orderlog/ingest/pipeline"
 	"orderlog/internal/event"
+	"orderlog/proto/orderlogpb"
 	"orderlog/sequencer"
 )
 
@@ -18,7 +22,11 @@ const (
 	// AckQuorum (default): after the entry is fsynced on an ack quorum of
 	// the ledger's stores. The contract's durability guarantee.
 	AckQuorum AckMode = "quorum"
+	// AckReplicated is the specification's name of AckQuorum (Validate
+	// turns it into AckQuorum).
+	AckReplicated AckMode = "replicated"
 	// AckLeader: after this node's own store fsynced it, before the quorum.
+	// A request may ask for either mode (ProduceRequest.ack, HTTP ?ack=).
 	// Weaker (at most once for such a message): if this node dies first the
 	// message can be lost, its acknowledged offset a hole; if its ledger is
 	// closed below it the message is logged again at a later offset. With
@@ -61,6 +69,9 @@ type Config struct {
 	// liveness key. Empty: nobody can ask this node to release a producer,
 	// and producers move away from it by revoking its lease.
 	Address string
+	// PeerCredentials are how this node dials other nodes (Release to a
+	// producer's previous owner); nil: plaintext.
+	PeerCredentials credentials.TransportCredentials
 	// UnreachableAfter is how long a ledger's store may leave entries
 	// unacknowledged before the writer counts it unreachable (and closes the
 	// ledger if fewer than A stores remain). Default DefaultUnreachableAfter.
@@ -81,6 +92,14 @@ type Config struct {
 	// the frame whole, and nothing of it is logged. Frames accepted before
 	// are logged and acknowledged as usual.
 	Admit func(messages int) error
+	// GroupCommitted, when set, is called with the group commit of every
+	// frame that carried one and was logged (or was a duplicate of one
+	// logged before), after its answer: the consumer groups store it.
+	GroupCommitted func(*orderlogpb.GroupCommit)
+	// Authorize, when set, checks InitProducer and every produce frame
+	// (gRPC and HTTP) against the caller's principal before anything is
+	// registered or queued. nil: no checks.
+	Authorize Authorizer
 	// Pipeline bounds batches.
 	Pipeline pipeline.Config
 	// DedupWindow is how many (seq → offset) pairs each producer remembers.
@@ -137,11 +156,11 @@ func (c *Config) Validate() error {
 		c.W, c.A = 1, 1
 	}
 	switch c.AckMode {
-	case "":
+	case "", AckReplicated:
 		c.AckMode = AckQuorum
 	case AckQuorum, AckLeader:
 	default:
-		return fmt.Errorf("ingest: unknown ack mode %q (quorum or leader)", c.AckMode)
+		return fmt.Errorf("ingest: unknown ack mode %q (replicated, also called quorum, or leader)", c.AckMode)
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 1 << 20
@@ -162,4 +181,15 @@ func (c *Config) Validate() error {
 		return errors.New("ingest: limits must not be negative")
 	}
 	return c.Pipeline.Validate()
+}
+
+// Authorizer decides producer calls; internal/node implements it over
+// internal/auth.
+type Authorizer interface {
+	// Principal is the caller's authenticated principal, "" when
+	// authentication is off; an error (UNAUTHENTICATED) refuses the call.
+	Principal(ctx context.Context) (string, error)
+	// MayProduce refuses (PERMISSION_DENIED) a message of principal's to
+	// topic.
+	MayProduce(principal, topic string) error
 }

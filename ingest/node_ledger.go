@@ -160,7 +160,9 @@ func (n *Node) createLedger(epoch int64, incarnation string, snapshot []producer
 		id := ledgerID
 		n.do(func() { n.machine.Confirmed(id, lac) })
 	}, ReleasePayload: grpcopt.PutBuffer, UnreachableAfter: n.cfg.UnreachableAfter}
-	if n.cfg.AckMode == AckLeader && n.cfg.LocalStore != "" {
+	// Any request may ask for ack mode leader; with an ack quorum of one
+	// it is the quorum's ack anyway (the local store is tried first).
+	if n.cfg.LocalStore != "" && (n.cfg.AckMode == AckLeader || n.cfg.A > 1) {
 		opts.LocalStore = n.cfg.LocalStore
 		opts.OnLocalDurable = func(entry int64) {
 			id := ledgerID

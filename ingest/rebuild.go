@@ -15,9 +15,13 @@ import (
 // node that takes the producer over (DESIGN.md §6): the state snapshot in
 // stateLedger, then every later entry of the same writer's ledgers. Ledgers
 // of that writer that are not closed are recovered first (fenced, so the
-// old writer can add nothing after the state is read).
-func rebuildProducer(ctx context.Context, cli *clientv3.Client, stores ledger.Dialer, silent *ledger.SilentStores, id, stateLedger uint64, windowSize int) (producer.State, error) {
+// old writer can add nothing after the state is read). An idempotency
+// bucket's rebuild also computes its window's request digests.
+func rebuildProducer(ctx context.Context, cli *clientv3.Client, stores ledger.Dialer, silent *ledger.SilentStores, id, stateLedger uint64, windowSize int, bucket bool) (producer.State, error) {
 	builder := coordinator.NewStateBuilder(id, windowSize)
+	if bucket {
+		builder.KeepDigests()
+	}
 	if stateLedger == 0 {
 		return builder.State(), nil
 	}

@@ -32,7 +32,16 @@ type producerRecord struct {
 	// past the expiry (producer_state.go). A takeover refuses it with
 	// PRODUCER_EXPIRED; the next InitProducer starts it over at seq 0.
 	Expired bool `json:"expired,omitempty"`
+	// Principal is the authenticated principal the producer is bound to
+	// (empty: made while authentication was off; the first authenticated
+	// InitProducer binds it). Another principal's InitProducer is refused
+	// before the epoch moves, so it cannot fence the producer.
+	Principal string `json:"principal,omitempty"`
 }
+
+// errOtherPrincipal refuses an InitProducer by a principal the producer is
+// not bound to.
+var errOtherPrincipal = errors.New("ingest: the producer is bound to another principal")
 
 const producerRecordVersion = 1
 
@@ -46,8 +55,16 @@ var errConflict = errors.New("ingest: concurrent change, retry")
 // to hand over, and owner becomes the owner at once. It returns the new
 // record and the previous one (zero if new).
 func registerProducer(ctx context.Context, cli *clientv3.Client, name, owner string) (producerRecord, producerRecord, error) {
+	return registerProducerAs(ctx, cli, name, owner, "")
+}
+
+// registerProducerAs is registerProducer for an authenticated principal
+// ("" when authentication is off): a new producer is bound to it, an
+// unbound one gets bound, and one bound to another principal is refused
+// with errOtherPrincipal, its record unchanged.
+func registerProducerAs(ctx context.Context, cli *clientv3.Client, name, owner, principal string) (producerRecord, producerRecord, error) {
 	for attempt := 0; attempt < 100; attempt++ {
-		next, previous, err := tryRegisterProducer(ctx, cli, name, owner)
+		next, previous, err := tryRegisterProducer(ctx, cli, name, owner, principal)
 		if !errors.Is(err, errConflict) {
 			return next, previous, err
 		}
@@ -55,13 +72,13 @@ func registerProducer(ctx context.Context, cli *clientv3.Client, name, owner str
 	return producerRecord{}, producerRecord{}, fmt.Errorf("register producer %q: %w", name, errConflict)
 }
 
-func tryRegisterProducer(ctx context.Context, cli *clientv3.Client, name, owner string) (producerRecord, producerRecord, error) {
+func tryRegisterProducer(ctx context.Context, cli *clientv3.Client, name, owner, principal string) (producerRecord, producerRecord, error) {
 	resp, err := cli.Get(ctx, keys.ProducerName(name))
 	if err != nil {
 		return producerRecord{}, producerRecord{}, fmt.Errorf("read producer name: %w", err)
 	}
 	if len(resp.Kvs) == 0 {
-		rec, err := createProducer(ctx, cli, name, owner)
+		rec, err := createProducer(ctx, cli, name, owner, principal)
 		return rec, producerRecord{}, err
 	}
 	id, err := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64)
@@ -72,7 +89,13 @@ func tryRegisterProducer(ctx context.Context, cli *clientv3.Client, name, owner 
 	if err != nil {
 		return producerRecord{}, producerRecord{}, err
 	}
+	if principal != "" && previous.Principal != "" && previous.Principal != principal {
+		return producerRecord{}, producerRecord{}, errOtherPrincipal
+	}
 	next := previous
+	if principal != "" {
+		next.Principal = principal
+	}
 	next.Epoch++
 	if next.Expired { // its state is gone: it starts over
 		next.Expired, next.StateLedger = false, 0
@@ -89,7 +112,7 @@ func tryRegisterProducer(ctx context.Context, cli *clientv3.Client, name, owner 
 	return next, previous, nil
 }
 
-func createProducer(ctx context.Context, cli *clientv3.Client, name, owner string) (producerRecord, error) {
+func createProducer(ctx context.Context, cli *clientv3.Client, name, owner, principal string) (producerRecord, error) {
 	counter, err := cli.Get(ctx, keys.ProducerIDCounter)
 	if err != nil {
 		return producerRecord{}, fmt.Errorf("read producer id counter: %w", err)
@@ -102,7 +125,7 @@ func createProducer(ctx context.Context, cli *clientv3.Client, name, owner strin
 		}
 		counterRevision = counter.Kvs[0].ModRevision
 	}
-	rec := producerRecord{Version: producerRecordVersion, ID: last + 1, Name: name, Epoch: 1, Owner: owner, Gen: 1}
+	rec := producerRecord{Version: producerRecordVersion, ID: last + 1, Name: name, Epoch: 1, Owner: owner, Gen: 1, Principal: principal}
 	value, err := json.Marshal(rec)
 	if err != nil {
 		return producerRecord{}, err

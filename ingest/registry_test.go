@@ -13,6 +13,7 @@ import (
 	"orderlog/internal/apierr"
 	"orderlog/internal/etcdtest"
 	"orderlog/internal/keys"
+	"orderlog/internal/partition"
 	"orderlog/proto/orderlogpb"
 )
 
@@ -136,36 +137,68 @@ func TestTopicsCreateListAndEnsure(t *testing.T) {
 	cli := startEtcd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := CreateTopic(ctx, cli, "orders", nil); err != nil {
-		t.Fatal(err)
+	create := func(name string, partitions uint32, config *orderlogpb.TopicConfig) (*orderlogpb.Topic, error) {
+		return CreateTopic(ctx, cli, &orderlogpb.CreateTopicRequest{Name: name, Partitions: partitions, Config: config})
 	}
-	if err := CreateTopic(ctx, cli, "orders", nil); apierr.As(err).Code != apierr.TopicExists {
+	if topic, err := create("orders", 0, nil); err != nil || topic.Partitions != partition.Default {
+		t.Fatalf("create: %v %v", topic, err)
+	}
+	if _, err := create("orders", 0, nil); apierr.As(err).Code != apierr.TopicExists {
 		t.Fatalf("second create: %v", err)
 	}
-	if err := CreateTopic(ctx, cli, "no/slashes", nil); apierr.As(err).Code != apierr.InvalidArgument {
+	if _, err := create("no/slashes", 0, nil); apierr.As(err).Code != apierr.InvalidArgument {
 		t.Fatalf("bad name: %v", err)
 	}
-	if err := ensureTopic(ctx, cli, "orders"); err != nil {
-		t.Fatal(err)
+	if _, err := create("huge", partition.Max+1, nil); apierr.As(err).Code != apierr.InvalidArgument {
+		t.Fatalf("too many partitions: %v", err)
 	}
-	if err := ensureTopic(ctx, cli, "audit"); err != nil {
-		t.Fatal(err)
+	if topic, err := create("four", 4, nil); err != nil || topic.Partitions != 4 {
+		t.Fatalf("create with 4 partitions: %v %v", topic, err)
 	}
-	topics, err := ListTopics(ctx, cli)
-	if err != nil || len(topics) != 2 || topics[0].Name != "audit" || topics[1].Name != "orders" || topics[0].Config.CleanupPolicy != "delete" {
-		t.Fatalf("topics %v %v", topics, err)
+	topics := NewTopics(cli)
+	for name, want := range map[string]uint32{"orders": partition.Default, "audit": partition.Default, "four": 4} {
+		if n, err := topics.Ensure(ctx, name); err != nil || n != want {
+			t.Fatalf("ensure %s: %d %v, want %d", name, n, err, want)
+		}
+		if n, err := NewTopics(cli).Partitions(ctx, name); err != nil || n != want {
+			t.Fatalf("partitions of %s: %d %v, want %d", name, n, err, want)
+		}
+	}
+	if _, err := topics.Partitions(ctx, "nowhere"); apierr.As(err).Code != apierr.UnknownTopic {
+		t.Fatalf("unknown topic: %v", err)
+	}
+	list, err := ListTopics(ctx, cli)
+	if err != nil || len(list) != 3 || list[0].Name != "audit" || list[2].Name != "orders" || list[0].Config.CleanupPolicy != "delete" ||
+		list[1].Partitions != 4 || list[2].Partitions != partition.Default {
+		t.Fatalf("topics %v %v", list, err)
 	}
 	compacted := &orderlogpb.TopicConfig{CleanupPolicy: "compact", DeleteRetentionMs: 1000, RetentionBytes: 1 << 30}
-	if err := CreateTopic(ctx, cli, "users", compacted); err != nil {
+	if _, err := create("users", 0, compacted); err != nil {
 		t.Fatal(err)
 	}
-	if topics, err = ListTopics(ctx, cli); err != nil || len(topics) != 3 || !proto.Equal(topics[2].Config, compacted) {
-		t.Fatalf("topics %v %v", topics, err)
+	if list, err = ListTopics(ctx, cli); err != nil || len(list) != 4 || !proto.Equal(list[3].Config, compacted) {
+		t.Fatalf("topics %v %v", list, err)
 	}
 	for _, bad := range []*orderlogpb.TopicConfig{{CleanupPolicy: "shred"}, {RetentionMs: -2}, {DeleteRetentionMs: -1}, {RetentionBytes: -1}} {
-		if err := CreateTopic(ctx, cli, "bad", bad); apierr.As(err).Code != apierr.InvalidArgument {
+		if _, err := create("bad", 0, bad); apierr.As(err).Code != apierr.InvalidArgument {
 			t.Fatalf("%v: %v", bad, err)
 		}
+	}
+}
+
+// A topic record written before topics had partitions has the default.
+func TestTopicRecordWithoutPartitionsHasTheDefault(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, keys.Topic("old"), `{"version":1,"name":"old","created":"2024-01-01T00:00:00Z"}`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := NewTopics(cli).Ensure(ctx, "old"); err != nil || n != partition.Default {
+		t.Fatalf("ensure: %d %v", n, err)
+	}
+	if list, err := ListTopics(ctx, cli); err != nil || len(list) != 1 || list[0].Partitions != partition.Default {
+		t.Fatalf("list: %v %v", list, err)
 	}
 }
 

@@ -163,7 +163,7 @@ func (n *Node) askRelease(ctx context.Context, addr string, id uint64, previous,
 	if addr == "" {
 		return nil, errors.New("the previous owner published no address")
 	}
-	conn, err := grpc.NewClient(addr, grpcopt.DialOptions()...)
+	conn, err := grpc.NewClient(addr, grpcopt.DialOptionsWith(n.cfg.PeerCredentials)...)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"orderlog/ingest/pipeline"
@@ -84,6 +85,8 @@ type SessionOptions struct {
 	// Heard, if set, is told of the leader's frames (at most every
 	// heardNoteEvery), for the process's sequencer standby.
 	Heard *sequencer.LeaderHeard
+	// Credentials are how the session dials the leader; nil: plaintext.
+	Credentials credentials.TransportCredentials
 }
 
 // heardNoteEvery spaces the notes to Heard: frames come with every grant.
@@ -272,7 +275,7 @@ func (s *SequencerSession) serve() error {
 	}
 	if streams == nil {
 		ping := grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: grantKeepaliveTime, Timeout: grantKeepaliveTimeout})
-		if conn, err = grpc.NewClient(addr, append(grpcopt.DialOptions(), ping)...); err != nil {
+		if conn, err = grpc.NewClient(addr, append(grpcopt.DialOptionsWith(s.opts.Credentials), ping)...); err != nil {
 			return err
 		}
 		streams = pb.NewSequencerClient(conn)

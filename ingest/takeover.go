@@ -106,7 +106,8 @@ func (n *Node) takeoverOnce(t coordinator.Takeover, incarnation string, start ti
 	case released != nil:
 		result.State = *released
 	default:
-		result.State, err = rebuildProducer(ctx, n.etcd, n.stores, &n.silent, t.Producer, rec.StateLedger, n.cfg.DedupWindow)
+		result.State, err = rebuildProducer(ctx, n.etcd, n.stores, &n.silent, t.Producer, rec.StateLedger, n.cfg.DedupWindow,
+			coordinator.IsBucketName(rec.Name))
 	}
 	if err == nil {
 		err = n.settledEpoch(ctx, &result, rec)

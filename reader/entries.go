@@ -3,6 +3,7 @@ package reader
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -74,37 +75,52 @@ func (s *LedgerSource) metadata(ctx context.Context, ledgerID uint64) (ledger.Me
 	return meta, nil
 }
 
-// decodedEntry is one Written segment's batch, checked against the segment.
+// decodedEntry is one Written segment's batch. Immutable once decoded:
+// pages alias its records' bytes, and entryCache shares it between reads.
 type decodedEntry struct {
 	header  batch.Header
 	records []batch.Record
+	// runEnds[k] is the index of the first record after run k.
+	runEnds      []int
+	payloadBytes int
 }
 
-// decodeSegmentEntry decodes a batch and checks that it holds exactly the
-// segment's offsets: the commit map and the stored bytes must agree.
-func decodeSegmentEntry(payload []byte, seg Segment) (*decodedEntry, error) {
+// decodeEntry decodes the batch a segment names.
+func decodeEntry(payload []byte, seg Segment) (*decodedEntry, error) {
 	d, err := batch.Decode(payload)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %d entry %d: %w", seg.Ledger, seg.Entry, err)
 	}
-	if d.FirstOffset != seg.First || d.EndOffset() != seg.End {
-		return nil, fmt.Errorf("%w: ledger %d entry %d holds [%d, %d), commit map says [%d, %d)",
-			ErrConflict, seg.Ledger, seg.Entry, d.FirstOffset, d.EndOffset(), seg.First, seg.End)
-	}
+	header := d.Header
 	records, err := d.All()
 	if err != nil {
 		return nil, fmt.Errorf("ledger %d entry %d: %w", seg.Ledger, seg.Entry, err)
 	}
-	return &decodedEntry{header: d.Header, records: records}, nil
+	e := &decodedEntry{header: header, records: records, runEnds: make([]int, len(header.Runs)), payloadBytes: len(payload)}
+	end := 0
+	for k, run := range header.Runs {
+		end += int(run.Count)
+		e.runEnds[k] = end
+	}
+	return e, nil
+}
+
+// check reports whether the batch holds exactly the segment's offsets: the
+// commit map and the stored bytes must agree.
+func (e *decodedEntry) check(seg Segment) error {
+	if e.header.FirstOffset != seg.First || e.header.EndOffset() != seg.End {
+		return fmt.Errorf("%w: ledger %d entry %d holds [%d, %d), commit map says [%d, %d)",
+			ErrConflict, seg.Ledger, seg.Entry, e.header.FirstOffset, e.header.EndOffset(), seg.First, seg.End)
+	}
+	return nil
 }
 
 // producerOf returns the producer id and seq of record i of the batch.
 func (e *decodedEntry) producerOf(i int) (id, seq uint64) {
-	for _, run := range e.header.Runs {
-		if i < int(run.Count) {
-			return run.ProducerID, run.FirstSeq + uint64(i)
-		}
-		i -= int(run.Count)
+	k := sort.SearchInts(e.runEnds, i+1)
+	if k == len(e.runEnds) {
+		return 0, 0
 	}
-	return 0, 0
+	run := e.header.Runs[k]
+	return run.ProducerID, run.FirstSeq + uint64(i-(e.runEnds[k]-int(run.Count)))
 }

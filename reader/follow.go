@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"orderlog/internal/event"
@@ -42,6 +43,8 @@ type FollowConfig struct {
 	// CheckpointRefresh spaces the loads of a newer checkpoint that a full
 	// commit-map window asks for. Default 10 s.
 	CheckpointRefresh time.Duration
+	// Credentials are how the follower dials the leader; nil: plaintext.
+	Credentials credentials.TransportCredentials
 }
 
 // Follow keeps commits up to date from the sequencer leader's commit-map
@@ -55,7 +58,7 @@ func Follow(ctx context.Context, cli *clientv3.Client, commits *CommitMap, cfg F
 		cfg.CheckpointRefresh = 10 * time.Second
 	}
 	f := &follower{cli: cli, commits: commits, events: cfg.Events, since: time.Now(), logger: logger, root: ctx,
-		refreshEvery: cfg.CheckpointRefresh}
+		refreshEvery: cfg.CheckpointRefresh, dial: grpcopt.DialOptionsWith(cfg.Credentials)}
 	defer f.refreshes.Wait()
 	epoch, committed := commits.Committed()
 	f.events.ReaderCatchingUp(event.ReaderInfo{Epoch: epoch, Committed: committed})
@@ -97,6 +100,7 @@ type follower struct {
 	refreshing   atomic.Bool
 	lastRefresh  time.Time
 	refreshEvery time.Duration
+	dial         []grpc.DialOption
 }
 
 // bootstrap loads the newest checkpoint into the map: the leader no
@@ -142,7 +146,7 @@ func (f *follower) followOnce(ctx context.Context) error {
 	if addr == "" {
 		return errNoLeader
 	}
-	conn, err := grpc.NewClient(addr, grpcopt.DialOptions()...)
+	conn, err := grpc.NewClient(addr, f.dial...)
 	if err != nil {
 		return err
 	}

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"orderlog/ingest/batch"
 	"orderlog/internal/apierr"
+	"orderlog/internal/partition"
 	"orderlog/proto/orderlogpb"
-
-	"google.golang.org/protobuf/proto"
 )
 
 // Filter selects messages for Query; the zero Filter selects everything.
@@ -23,18 +21,31 @@ type Filter struct {
 	// IncludeHidden reads the messages a topic's retention hides too (the
 	// archive keeps every message; reads of it hide them again).
 	IncludeHidden bool
+	// Partitions > 0 selects the messages in virtual partition Partition
+	// of a topic with that many partitions (partition.Of their key).
+	Partition, Partitions uint32
+	// ProducerID > 0 selects that producer's messages.
+	ProducerID uint64
+	// Assigned, when not nil, selects the messages of the topics it names,
+	// in the virtual partitions it holds for each (a consumer group
+	// member's assignment).
+	Assigned map[string]*partition.Set
 }
 
 // selectsAll reports whether f is the zero Filter.
 func (f Filter) selectsAll() bool {
-	return f.Topic == "" && f.Key == nil && f.FromTimeMicros == 0 && f.ToTimeMicros == 0
+	return f.Topic == "" && f.Key == nil && f.FromTimeMicros == 0 && f.ToTimeMicros == 0 && f.Partitions == 0 &&
+		f.ProducerID == 0 && f.Assigned == nil
 }
 
-func (f Filter) matches(topic string, key []byte, ingestTime int64) bool {
-	return (f.Topic == "" || f.Topic == topic) &&
+func (f Filter) matches(topic string, key []byte, ingestTime int64, producer uint64) bool {
+	return (f.ProducerID == 0 || f.ProducerID == producer) &&
+		(f.Topic == "" || f.Topic == topic) &&
 		(f.Key == nil || bytes.Equal(f.Key, key)) &&
 		(f.FromTimeMicros == 0 || ingestTime >= f.FromTimeMicros) &&
-		(f.ToTimeMicros == 0 || ingestTime < f.ToTimeMicros)
+		(f.ToTimeMicros == 0 || ingestTime < f.ToTimeMicros) &&
+		(f.Partitions == 0 || partition.Of(key, f.Partitions) == f.Partition) &&
+		(f.Assigned == nil || f.Assigned[topic].Holds(key))
 }
 
 // Reader serves reads from a commit map and an entry source.
@@ -45,6 +56,7 @@ type Reader struct {
 	retained retainedSet
 	topics   topicRetention
 	archive  atomic.Pointer[ArchiveSource]
+	decoded  entryCache
 	// PageMessages bounds the messages in one response frame.
 	PageMessages int
 }
@@ -95,13 +107,18 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 	}
 	page := &orderlogpb.ReadResponse{NextOffset: from, Committed: committed}
 	budget := &pageBudget{limit: limit, bytes: PageBytes}
+	examined := 0
 	if start := r.LogStart(); from < start {
-		if a := r.archive.Load(); a != nil && r.archiveCovers(from) {
-			return page, r.readArchived(ctx, *a, from, start, page, budget, filter)
+		// Below the start first; a page that reaches the start with room
+		// left goes on in the hot log, as it would have before the start
+		// moved.
+		var err error
+		if examined, err = r.readBelowStart(ctx, from, start, page, budget, filter); err != nil || page.NextOffset < start {
+			return page, err
 		}
-		return page, r.readRetained(ctx, from, start, page, budget, filter)
+		from = page.NextOffset
 	}
-	for examined := 0; examined < PageSegments && !budget.full(page) && page.NextOffset < committed; {
+	for examined < PageSegments && !budget.full(page) && page.NextOffset < committed {
 		segments, _, err := r.commits.Segments(ctx, page.NextOffset, committed, min(pageChunk, PageSegments-examined))
 		switch {
 		case errors.Is(err, ErrBelowStart):
@@ -109,16 +126,16 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 		case err != nil:
 			return nil, apierr.New(apierr.Unavailable, "commit map below the window: %v", err)
 		}
-		if len(segments) == 0 {
+		if len(segments) == 0 && r.LogStart() <= page.NextOffset {
 			return nil, &apierr.Error{Code: apierr.Internal, Message: fmt.Sprintf("reader: nothing decides offset %d below C=%d", page.NextOffset, committed)}
 		}
-		if segments[0].First > page.NextOffset {
+		if len(segments) == 0 || segments[0].First > page.NextOffset {
 			// Retention moved the log start past NextOffset while the page
-			// was read (SetLogStart trimmed the map): the page ends here,
-			// and the next one starts below the start (the retained set,
-			// or OFFSET_OUT_OF_RANGE), never with a silent gap. An empty
-			// page goes on there at once (a stream takes an empty page
-			// for no progress).
+			// was read (SetLogStart trimmed the map, up to C at most): the
+			// page ends here, and the next one starts below the start (the
+			// archive, the retained set, or OFFSET_OUT_OF_RANGE), never
+			// with a silent gap. An empty page goes on there at once (a
+			// stream takes an empty page for no progress).
 			if len(page.Messages) == 0 && len(page.Skipped) == 0 {
 				return r.ReadPage(ctx, page.NextOffset, limit, filter)
 			}
@@ -134,7 +151,7 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 				page.NextOffset = seg.End
 				continue
 			}
-			next, err := r.appendSegment(ctx, page, seg, from, budget, filter)
+			next, err := r.appendSegment(ctx, page, seg, from, seg.End, budget, filter)
 			if err != nil {
 				return nil, err
 			}
@@ -168,27 +185,29 @@ func (b *pageBudget) take(page *orderlogpb.ReadResponse, size int) bool {
 }
 
 // appendSegment adds the matching messages of one Written segment at
-// offsets ≥ from, up to the page's budget, and returns the next offset.
-func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadResponse, seg Segment, from uint64, budget *pageBudget, filter Filter) (uint64, error) {
-	payload, err := r.entries.ReadEntry(ctx, seg.Ledger, seg.Entry)
+// offsets in [from, to), up to the page's budget, and returns the next
+// offset.
+func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadResponse, seg Segment, from, to uint64, budget *pageBudget, filter Filter) (uint64, error) {
+	entry, err := r.segmentEntry(ctx, seg)
 	if err != nil {
-		return 0, apierr.New(apierr.Unavailable, "read ledger %d entry %d: %v", seg.Ledger, seg.Entry, err)
-	}
-	entry, err := decodeSegmentEntry(payload, seg)
-	if err != nil {
-		return 0, &apierr.Error{Code: apierr.Internal, Message: err.Error()}
+		return 0, err
 	}
 	ingestTime := entry.header.IngestTimeMicros
+	var slab []storedMessage
 	for i := range entry.records {
 		offset := seg.First + uint64(i)
 		if offset < from {
 			continue
 		}
+		if offset >= to {
+			return to, nil
+		}
 		if budget.full(page) {
 			return offset, nil
 		}
 		rec := &entry.records[i]
-		if !filter.matches(rec.Topic, rec.Key, ingestTime) {
+		producerID, seq := entry.producerOf(i)
+		if !filter.matches(rec.Topic, rec.Key, ingestTime, producerID) {
 			continue
 		}
 		if !filter.IncludeHidden && r.topics.expired(rec.Topic, offset, ingestTime) {
@@ -197,14 +216,16 @@ func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadRespons
 			}
 			continue
 		}
-		producerID, seq := entry.producerOf(i)
-		stored := &orderlogpb.StoredMessage{Offset: offset, Message: batch.ToProto(rec),
-			ProducerId: producerID, ProducerSeq: seq, IngestTimeUs: ingestTime}
+		if len(slab) == 0 {
+			slab = make([]storedMessage, min(len(entry.records)-i, budget.limit-len(page.Messages), slabMessages))
+		}
+		stored := slab[0].fill(offset, rec, producerID, seq, ingestTime)
 		// Everything the message encodes to counts: headers and message
 		// ids too, not only the value.
-		if !budget.take(page, proto.Size(stored)) {
+		if !budget.take(page, storedSize(stored)) {
 			return offset, nil
 		}
+		slab = slab[1:]
 		page.Messages = append(page.Messages, stored)
 	}
 	return seg.End, nil
@@ -212,7 +233,8 @@ func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadRespons
 
 // Stream calls emit with pages from `from` on, up to limit messages in total
 // (0: until C when the call started, or forever when follow is set). With
-// follow it waits for C to advance instead of ending.
+// follow it waits for C to advance instead of ending. The next page is read
+// while emit sends the one before (readAhead).
 func (r *Reader) Stream(ctx context.Context, from uint64, limit int, filter Filter, follow bool, emit func(*orderlogpb.ReadResponse) error) error {
 	epoch, end := r.commits.Committed()
 	if !follow && epoch == 0 {
@@ -224,30 +246,67 @@ func (r *Reader) Stream(ctx context.Context, from uint64, limit int, filter Filt
 	if err := r.checkStart(from); err != nil {
 		return err
 	}
-	sent := 0
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan *orderlogpb.ReadResponse, streamReadAhead)
+	var readErr error
+	go func() {
+		defer close(pages)
+		readErr = r.readPages(ctx, streamSpan{from: from, end: end, limit: limit, follow: follow}, filter, pages)
+	}()
+	for page := range pages {
+		if err := emit(page); err != nil {
+			cancel()
+			for range pages { // no read of this stream outlives it
+			}
+			return err
+		}
+	}
+	return readErr // set before pages closed
+}
+
+// streamReadAhead is how many pages a stream reads before emit has taken
+// them: one is read while the one before it is encoded and sent, so the
+// reading and the sending each take a core of their own.
+const streamReadAhead = 1
+
+// streamSpan is what Stream reads: from `from`, up to end (C when the call
+// started) or following C, at most limit messages (0: no limit).
+type streamSpan struct {
+	from, end uint64
+	limit     int
+	follow    bool
+}
+
+// readPages reads span's pages into pages, in order, and returns what ends
+// the stream (nil: the span is read).
+func (r *Reader) readPages(ctx context.Context, span streamSpan, filter Filter, pages chan<- *orderlogpb.ReadResponse) error {
+	from, sent := span.from, 0
 	for {
-		if !follow && from >= end {
+		if !span.follow && from >= span.end {
 			return nil
 		}
-		if follow {
+		if span.follow {
 			if _, err := r.commits.WaitAbove(ctx, from); err != nil {
 				return apierr.New(apierr.Timeout, "tail ended: %v", err)
 			}
 		}
 		want := r.PageMessages
-		if limit > 0 {
-			want = min(want, limit-sent)
+		if span.limit > 0 {
+			want = min(want, span.limit-sent)
 		}
 		page, err := r.ReadPage(ctx, from, want, filter)
 		if err != nil {
 			return err
 		}
-		if !follow && page.NextOffset > end { // a plain read stops at C as it was at the start
-			trimToEnd(page, end)
+		if !span.follow && page.NextOffset > span.end { // a plain read stops at C as it was at the start
+			TrimToEnd(page, span.end)
 		}
 		if len(page.Messages) > 0 || len(page.Skipped) > 0 {
-			if err := emit(page); err != nil {
-				return err
+			select {
+			case pages <- page:
+			case <-ctx.Done():
+				return apierr.New(apierr.Timeout, "read ended: %v", ctx.Err())
 			}
 		}
 		sent += len(page.Messages)
@@ -255,14 +314,18 @@ func (r *Reader) Stream(ctx context.Context, from uint64, limit int, filter Filt
 			return fmt.Errorf("reader: no progress at offset %d", from)
 		}
 		from = page.NextOffset
-		if limit > 0 && sent >= limit {
+		if span.limit > 0 && sent >= span.limit {
 			return nil
 		}
 	}
 }
 
-// trimToEnd drops what lies at or beyond end from a page.
-func trimToEnd(page *orderlogpb.ReadResponse, end uint64) {
+// TrimToEnd drops what lies at or beyond end from a page (one that
+// reaches past end; others are left as they are).
+func TrimToEnd(page *orderlogpb.ReadResponse, end uint64) {
+	if page.NextOffset <= end {
+		return
+	}
 	kept := page.Messages[:0]
 	for _, m := range page.Messages {
 		if m.Offset < end {

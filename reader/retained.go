@@ -52,28 +52,29 @@ func (r *Reader) retainedSnapshot() retention.Retained {
 	return r.retained.set
 }
 
-// ReadStart is the first offset a read may start at: the log start, the
-// archive's first offset below it, or the retained set's first message.
+// ReadStart is the first offset a read may start at: the lowest of the
+// log start, the archive's first offset and the retained set's first
+// message (the set below the archive's first offset, the archive above).
 func (r *Reader) ReadStart() uint64 {
 	start := r.LogStart()
-	if a := r.archive.Load(); a != nil {
-		if first, t := (*a).Archived(); first < start && t >= start {
-			return first
-		}
+	first := start
+	if span := r.archiveSpan(); span.Known {
+		first = min(first, span.First)
 	}
 	if set := r.retainedSnapshot(); len(set.Ledgers) > 0 && set.End >= start {
-		return min(start, set.Ledgers[0].First)
+		first = min(first, set.Ledgers[0].First)
 	}
-	return start
+	return first
 }
 
 // checkStart refuses a read from below where reading can start. Below the
-// log start it needs the retained set that reaches it: retention switches
-// both in one transaction, but the reader learns them by two watches, and
-// with the new start and the old set it cannot tell (UNAVAILABLE, retry).
+// log start (and the archive's first offset) it needs the retained set
+// that reaches it: retention switches both in one transaction, but the
+// reader learns them by two watches, and with the new start and the old
+// set it cannot tell (UNAVAILABLE, retry).
 func (r *Reader) checkStart(from uint64) error {
 	start := r.LogStart()
-	if from >= start || r.archiveCovers(from) {
+	if span := r.archiveSpan(); from >= start || span.Known && from >= span.First {
 		return nil
 	}
 	if set := r.retainedSnapshot(); set.End < start {
@@ -86,18 +87,21 @@ func (r *Reader) checkStart(from uint64) error {
 	return nil
 }
 
-// readRetained fills a page from the retained set, from `from` up to the
-// log start at most; the next page goes on from NextOffset.
-func (r *Reader) readRetained(ctx context.Context, from, start uint64, page *orderlogpb.ReadResponse, budget *pageBudget, filter Filter) error {
+// readRetained fills a page from the retained set, from `from` up to end
+// at most (the log start, or the archive's first offset below it); the
+// next page goes on from NextOffset. It returns the segments examined.
+func (r *Reader) readRetained(ctx context.Context, from, end uint64, page *orderlogpb.ReadResponse, budget *pageBudget, filter Filter) (int, error) {
 	set := r.retainedSnapshot()
-	if set.End < start {
-		return apierr.New(apierr.Unavailable, "the retained set below the log start %d is being switched: retry", start)
+	if start := r.LogStart(); set.End < start {
+		return 0, apierr.New(apierr.Unavailable, "the retained set below the log start %d is being switched: retry", start)
 	}
+	start := end // the set is read up to end, and what it leaves there is compacted
 	cursor := from
-	for examined := 0; examined < PageSegments && !budget.full(page) && cursor < start; {
+	examined := 0
+	for examined < PageSegments && !budget.full(page) && cursor < start {
 		seg, ok, err := r.retainedSegmentAt(ctx, set, cursor, start)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		examined++
 		if !ok || seg.First >= start {
@@ -108,12 +112,12 @@ func (r *Reader) readRetained(ctx context.Context, from, start uint64, page *ord
 		if seg.First > cursor {
 			page.Skipped = append(page.Skipped, &orderlogpb.SkippedRange{First: cursor, End: seg.First, Reason: SkipCompacted})
 		}
-		if cursor, err = r.appendSegment(ctx, page, seg, max(cursor, seg.First), budget, filter); err != nil {
-			return err
+		if cursor, err = r.appendSegment(ctx, page, seg, max(cursor, seg.First), min(seg.End, start), budget, filter); err != nil {
+			return 0, err
 		}
 	}
 	page.NextOffset = cursor
-	return nil
+	return examined, nil
 }
 
 // retainedSegmentAt is the set's first entry ending above offset (false if

@@ -1,6 +1,8 @@
 package reader
 
 import (
+	"context"
+
 	"google.golang.org/grpc"
 
 	"orderlog/internal/apierr"
@@ -14,10 +16,16 @@ const MaxReadLimit = 1_000_000
 type Service struct {
 	orderlogpb.UnimplementedReaderServer
 	reader *Reader
+	// partition narrows a filter to virtual partition p of topic (it knows
+	// the topics' partition counts); nil: a Query by partition is refused.
+	partition func(ctx context.Context, topic string, p uint32, f *Filter) error
 }
 
-// NewService returns the gRPC service.
-func NewService(r *Reader) *Service { return &Service{reader: r} }
+// NewService returns the gRPC service; partition narrows a Query to a
+// virtual partition (nil: queries by partition are refused).
+func NewService(r *Reader, partition func(ctx context.Context, topic string, p uint32, f *Filter) error) *Service {
+	return &Service{reader: r, partition: partition}
+}
 
 // Register adds the service to a gRPC server.
 func (s *Service) Register(srv *grpc.Server) { orderlogpb.RegisterReaderServer(srv, s) }
@@ -40,7 +48,15 @@ func (s *Service) Query(req *orderlogpb.QueryRequest, stream grpc.ServerStreamin
 	if err := checkLimit(req.Limit); err != nil {
 		return err
 	}
-	filter := Filter{Topic: req.Topic, Key: req.Key, FromTimeMicros: req.FromTimeUs, ToTimeMicros: req.ToTimeUs}
+	filter := Filter{Topic: req.Topic, Key: req.Key, FromTimeMicros: req.FromTimeUs, ToTimeMicros: req.ToTimeUs, ProducerID: req.ProducerId}
+	if req.Partition != nil {
+		if s.partition == nil {
+			return apierr.New(apierr.InvalidArgument, "this reader cannot select a partition")
+		}
+		if err := s.partition(stream.Context(), req.Topic, *req.Partition, &filter); err != nil {
+			return err
+		}
+	}
 	return s.reader.Stream(stream.Context(), req.FromOffset, int(req.Limit), filter, false, stream.Send)
 }
 

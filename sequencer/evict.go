@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -306,7 +307,18 @@ func followLeader(ctx context.Context, el *concurrency.Election, named *atomic.P
 // an old connection may not have noticed yet). UNAVAILABLE before the
 // deadline means no process took the connection.
 func ProbeGRPC(ctx context.Context, addr string) error {
-	conn, err := grpc.NewClient(addr, grpcopt.DialOptions()...)
+	return probeGRPC(ctx, addr, grpcopt.DialOptions())
+}
+
+// ProbeGRPCWith is ProbeGRPC over connections made with creds (nil:
+// plaintext).
+func ProbeGRPCWith(creds credentials.TransportCredentials) LeaderProbe {
+	options := grpcopt.DialOptionsWith(creds)
+	return func(ctx context.Context, addr string) error { return probeGRPC(ctx, addr, options) }
+}
+
+func probeGRPC(ctx context.Context, addr string, options []grpc.DialOption) error {
+	conn, err := grpc.NewClient(addr, options...)
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,9 @@ package tiering
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -15,26 +15,33 @@ import (
 
 	"orderlog/internal/event"
 	"orderlog/internal/keys"
-	"orderlog/proto/orderlogpb"
 	"orderlog/reader"
 	"orderlog/tiering/objstore"
-	"orderlog/tiering/parquetfile"
 )
 
 // ArchiveReader serves reads of the archive (reader.ArchiveSource): it
 // follows the head in etcd, keeps the manifest's entries in memory, and
 // reads the files through a block cache on the local disk.
+//
+// Its view of the archive is always a contiguous prefix [head.First,
+// Loaded) of what the head says is archived, [head.First, T): a segment
+// that fails to load leaves Loaded at its first offset, and the load is
+// tried again (every RetryInterval, and at every move of the head) until
+// Loaded reaches T.
 type ArchiveReader struct {
-	store  objstore.Store
-	prefix string
-	blocks *blockCache
-	logger *slog.Logger
+	store         objstore.Store
+	prefix        string
+	blocks        *blockCache
+	files         *openFiles
+	cursors       *parkedCursors
+	logger        *slog.Logger
+	retryInterval time.Duration
 
 	mu struct {
 		sync.Mutex
+		known   bool // a head was seen
 		head    Head
-		entries []ManifestEntry // contiguous from head.First, in offset order
-		files   map[string]*parquetfile.File
+		entries []ManifestEntry // contiguous from head.First, in offset order, ending at or below head.T
 	}
 }
 
@@ -45,36 +52,72 @@ type ReaderOptions struct {
 	// bounds it. Defaults: 1 GiB, blocks of 1 MiB, 2 read ahead.
 	CacheDir   string
 	CacheBytes int64
-	Logger     *slog.Logger
+	// OpenFiles bounds the files kept open (footer and page indexes in
+	// memory), least recently used out. Default 64.
+	OpenFiles int
+	// RetryInterval is the pause before loading the manifest again after
+	// a segment failed to load. Default 1 s.
+	RetryInterval time.Duration
+	Logger        *slog.Logger
 }
 
-// NewArchiveReader returns a reader of store's archive; call Follow.
+// parkedCursorsMax bounds the cursors kept between pages: each holds up
+// to two chunks of decoded rows (parquetfile.Cursor; ~18 MB with 1 KiB
+// messages), so that 4 readers streaming the archive at once each go on
+// with their own.
+const parkedCursorsMax = 4
+
+// NewArchiveReader returns a reader of store's archive; call Follow, and
+// Close when done.
 func NewArchiveReader(store objstore.Store, o ReaderOptions) (*ArchiveReader, error) {
 	if o.CacheBytes <= 0 {
 		o.CacheBytes = 1 << 30
+	}
+	if o.OpenFiles <= 0 {
+		o.OpenFiles = 64
+	}
+	if o.RetryInterval <= 0 {
+		o.RetryInterval = time.Second
 	}
 	blocks, err := newBlockCache(store, o.CacheDir, 1<<20, o.CacheBytes, 2)
 	if err != nil {
 		return nil, fmt.Errorf("tiering: block cache: %w", err)
 	}
-	a := &ArchiveReader{store: store, prefix: o.Prefix, blocks: blocks, logger: event.OrDiscard(o.Logger)}
-	a.mu.files = map[string]*parquetfile.File{}
-	return a, nil
+	return &ArchiveReader{store: store, prefix: o.Prefix, blocks: blocks, files: newOpenFiles(o.OpenFiles),
+		cursors: newParkedCursors(parkedCursorsMax), logger: event.OrDiscard(o.Logger), retryInterval: o.RetryInterval}, nil
 }
 
-// Archived is [first, t) as far as the manifest is loaded.
-func (a *ArchiveReader) Archived() (uint64, uint64) {
+// Close ends the cursors kept between pages. Follow closes them too when
+// its context ends.
+func (a *ArchiveReader) Close() { a.cursors.closeAll() }
+
+// Span implements reader.ArchiveSource.
+func (a *ArchiveReader) Span() reader.ArchiveSpan {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.mu.entries) == 0 {
-		return a.mu.head.First, a.mu.head.First
+	return reader.ArchiveSpan{Known: a.mu.known, First: a.mu.head.First, Loaded: a.loadedLocked()}
+}
+
+// Archived is [first, loaded): the archive's offsets as far as the
+// manifest is loaded.
+func (a *ArchiveReader) Archived() (uint64, uint64) {
+	span := a.Span()
+	return span.First, span.Loaded
+}
+
+// loadedLocked is the end of the contiguous entries from head.First.
+func (a *ArchiveReader) loadedLocked() uint64 {
+	if n := len(a.mu.entries); n > 0 {
+		return a.mu.entries[n-1].End
 	}
-	return a.mu.entries[0].First, a.mu.entries[len(a.mu.entries)-1].End
+	return a.mu.head.First
 }
 
 // Follow loads the manifest up to the head and again at every move of the
-// head, until ctx ends.
+// head (and, while a segment fails to load, every RetryInterval), until
+// ctx ends; then it closes the parked cursors.
 func (a *ArchiveReader) Follow(ctx context.Context, cli *clientv3.Client) {
+	defer a.Close()
 	for ctx.Err() == nil {
 		resp, err := cli.Get(ctx, keys.TieringHead)
 		if err == nil {
@@ -93,20 +136,39 @@ func (a *ArchiveReader) Follow(ctx context.Context, cli *clientv3.Client) {
 func (a *ArchiveReader) watchHead(ctx context.Context, cli *clientv3.Client, revision int64) {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range cli.Watch(ctx, keys.TieringHead, clientv3.WithRev(revision+1)) {
-		if resp.Err() != nil {
-			return
+	watch := cli.Watch(ctx, keys.TieringHead, clientv3.WithRev(revision+1))
+	for {
+		var retry <-chan time.Time
+		if !a.complete() {
+			retry = time.After(a.retryInterval)
 		}
-		for _, ev := range resp.Events {
-			if ev.Type == clientv3.EventTypePut {
-				a.noteHead(ctx, ev.Kv.Value)
+		select {
+		case resp, ok := <-watch:
+			if !ok || resp.Err() != nil {
+				return
 			}
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypePut {
+					a.noteHead(ctx, ev.Kv.Value)
+				}
+			}
+		case <-retry:
+			a.load(ctx)
+		case <-ctx.Done():
+			return
 		}
 	}
 }
 
-// noteHead loads the manifest's entries up to a new head: the one segment
-// the head names when it moved by one file, else the whole listing.
+// complete reports whether the entries reach the head's T.
+func (a *ArchiveReader) complete() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.loadedLocked() >= a.mu.head.T
+}
+
+// noteHead records a head read from etcd (T never decreases: an older one
+// is ignored) and loads the manifest up to it.
 func (a *ArchiveReader) noteHead(ctx context.Context, value []byte) {
 	head, err := DecodeHead(value)
 	if err != nil {
@@ -114,26 +176,37 @@ func (a *ArchiveReader) noteHead(ctx context.Context, value []byte) {
 		return
 	}
 	a.mu.Lock()
-	known := a.mu.head
-	n := len(a.mu.entries)
+	switch {
+	case !a.mu.known || head.First != a.mu.head.First:
+		a.mu.known, a.mu.head, a.mu.entries = true, head, nil
+	case head.T > a.mu.head.T:
+		a.mu.head = head
+	}
 	a.mu.Unlock()
-	if head.T <= known.T && n > 0 {
-		return
+	a.load(ctx)
+}
+
+// load extends the entries towards the head's T: by the one segment the
+// head names when it is the next one, else by a listing of the manifest,
+// loading the segments from where the entries end, in order, until one
+// fails. It reports whether the entries reach T.
+func (a *ArchiveReader) load(ctx context.Context) bool {
+	a.mu.Lock()
+	head, loaded := a.mu.head, a.loadedLocked()
+	a.mu.Unlock()
+	if loaded >= head.T {
+		return true
 	}
-	var loaded []ManifestEntry
-	if head.Files == known.Files+1 && n > 0 {
-		e, err := a.loadSegment(ctx, head.LastManifest)
-		if err == nil {
-			loaded = []ManifestEntry{e}
+	if head.LastManifest == joinKey(a.prefix, manifestKey(loaded, head.T)) {
+		if e, err := a.loadSegment(ctx, head.LastManifest); err == nil {
+			return a.install(head, []ManifestEntry{e})
 		}
 	}
-	if loaded == nil {
-		if loaded, err = a.loadAll(ctx); err != nil {
-			a.logger.Warn("tiering: cannot load the archive's manifest", "err", err)
-			return
-		}
+	entries, err := a.loadFrom(ctx, loaded)
+	if err != nil {
+		a.logger.Warn("tiering: cannot load the archive's manifest; retrying", "loaded", loaded, "t", head.T, "err", err)
 	}
-	a.install(head, loaded)
+	return a.install(head, entries)
 }
 
 func (a *ArchiveReader) loadSegment(ctx context.Context, key string) (ManifestEntry, error) {
@@ -141,11 +214,20 @@ func (a *ArchiveReader) loadSegment(ctx context.Context, key string) (ManifestEn
 	if err != nil {
 		return ManifestEntry{}, err
 	}
-	return DecodeManifest(raw)
+	e, err := DecodeManifest(raw)
+	if err != nil {
+		return ManifestEntry{}, fmt.Errorf("%s: %w", key, err)
+	}
+	if want := path.Base(manifestKey(e.First, e.End)); path.Base(key) != want {
+		return ManifestEntry{}, fmt.Errorf("%s: holds the segment of [%d, %d)", key, e.First, e.End)
+	}
+	return e, nil
 }
 
-// loadAll lists and loads every manifest segment.
-func (a *ArchiveReader) loadAll(ctx context.Context) ([]ManifestEntry, error) {
+// loadFrom lists the manifest and loads, in offset order, the segments
+// that end above from (their names say their ranges), up to the first
+// that fails: it returns those loaded before, and the error.
+func (a *ArchiveReader) loadFrom(ctx context.Context, from uint64) ([]ManifestEntry, error) {
 	dir := joinKey(a.prefix, ManifestDir) + "/"
 	objects, err := a.store.List(ctx, dir)
 	if err != nil {
@@ -156,22 +238,31 @@ func (a *ArchiveReader) loadAll(ctx context.Context) ([]ManifestEntry, error) {
 		if !strings.HasSuffix(o.Key, ".json") {
 			continue
 		}
+		var first, last uint64
+		if _, err := fmt.Sscanf(path.Base(o.Key), "%d-%d.json", &first, &last); err == nil && last < from {
+			continue
+		}
 		e, err := a.loadSegment(ctx, o.Key)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", o.Key, err)
+			return out, err
 		}
 		out = append(out, e)
 	}
 	return out, nil
 }
 
-// install adds entries below the head's T to the contiguous run from
-// head.First; a segment past T (published but not committed) waits.
-func (a *ArchiveReader) install(head Head, loaded []ManifestEntry) {
+// install adds the loaded entries that continue the contiguous run from
+// head.First, up to head.T; a segment past T (published but not
+// committed) or after a gap waits for a later load. It reports whether
+// the run reaches head.T.
+func (a *ArchiveReader) install(head Head, loaded []ManifestEntry) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if head.T < a.mu.head.T || head.First != a.mu.head.First {
+		head = a.mu.head // a newer head came meanwhile
+	}
 	all := append(slices.Clone(a.mu.entries), loaded...)
-	sort.Slice(all, func(i, j int) bool { return all[i].First < all[j].First })
+	sort.SliceStable(all, func(i, j int) bool { return all[i].First < all[j].First })
 	var run []ManifestEntry
 	next := head.First
 	for _, e := range all {
@@ -181,6 +272,7 @@ func (a *ArchiveReader) install(head Head, loaded []ManifestEntry) {
 		}
 	}
 	a.mu.head, a.mu.entries = head, run
+	return next >= head.T
 }
 
 // entryAt is the entry holding offset.
@@ -194,118 +286,19 @@ func (a *ArchiveReader) entryAt(offset uint64) (ManifestEntry, bool) {
 	return a.mu.entries[i], true
 }
 
-// open opens an entry's file (once), reading it through the block cache.
-func (a *ArchiveReader) open(ctx context.Context, e ManifestEntry) (*parquetfile.File, error) {
+// FilesWithin returns the manifest entries of the loaded files wholly
+// inside [first, end), in offset order (for Arrow Flight, which hands
+// their objects to clients).
+func (a *ArchiveReader) FilesWithin(first, end uint64) []ManifestEntry {
 	a.mu.Lock()
-	f, ok := a.mu.files[e.Object]
-	a.mu.Unlock()
-	if ok {
-		return f, nil
-	}
-	f, err := parquetfile.Open(&cachedObject{cache: a.blocks, object: e.Object, size: e.Bytes}, e.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", e.Object, err)
-	}
-	if m := f.Meta(); m.First != e.First || m.End != e.End || m.Rows != e.Rows || m.Digest != e.Digest {
-		return nil, fmt.Errorf("%s: its footer says [%d, %d) with %d rows, the manifest [%d, %d) with %d", e.Object, m.First, m.End, m.Rows, e.First, e.End, e.Rows)
-	}
-	a.mu.Lock()
-	a.mu.files[e.Object] = f
-	a.mu.Unlock()
-	return f, nil
-}
-
-// errStop ends a file's read where the visitor stopped.
-var errStop = errors.New("tiering: the reader's page is full")
-
-// Scan implements reader.ArchiveSource.
-func (a *ArchiveReader) Scan(ctx context.Context, from, to uint64, hint reader.Filter, visit func(*orderlogpb.StoredMessage, *orderlogpb.SkippedRange) bool) (uint64, error) {
-	cursor := from
-	for cursor < to {
-		e, ok := a.entryAt(cursor)
-		if !ok {
-			return cursor, fmt.Errorf("tiering: no archive file holds offset %d", cursor)
+	defer a.mu.Unlock()
+	var out []ManifestEntry
+	for _, e := range a.mu.entries {
+		if e.First >= first && e.End <= end {
+			out = append(out, e)
 		}
-		next, stopped, err := a.scanFile(ctx, e, cursor, min(to, e.End), hint, visit)
-		if err != nil || stopped {
-			return next, err
-		}
-		cursor = next
 	}
-	return cursor, nil
-}
-
-// scanFile visits [from, to) within one file: its rows between its holes.
-func (a *ArchiveReader) scanFile(ctx context.Context, e ManifestEntry, from, to uint64, hint reader.Filter,
-	visit func(*orderlogpb.StoredMessage, *orderlogpb.SkippedRange) bool) (uint64, bool, error) {
-	skipRows := !mayMatch(e, hint)
-	var f *parquetfile.File
-	if !skipRows {
-		var err error
-		if f, err = a.open(ctx, e); err != nil {
-			return from, false, err
-		}
-		skipRows = !f.MayContainKey(hint.Topic, hint.Key)
-	}
-	pos := from
-	rows := func(end uint64) (bool, error) {
-		if skipRows || pos >= end {
-			pos = max(pos, end)
-			return false, nil
-		}
-		var stopAt uint64
-		err := f.Read(ctx, pos, end, func(m *orderlogpb.StoredMessage) error {
-			if !visit(m, nil) {
-				stopAt = m.Offset
-				return errStop
-			}
-			return nil
-		})
-		if errors.Is(err, errStop) {
-			pos = stopAt
-			return true, nil
-		}
-		pos = end
-		return false, err
-	}
-	for _, h := range e.Holes {
-		if h.End <= pos || h.First >= to {
-			continue
-		}
-		if stopped, err := rows(h.First); stopped || err != nil {
-			return pos, stopped, err
-		}
-		hole := &orderlogpb.SkippedRange{First: max(h.First, pos), End: min(h.End, to)}
-		if !visit(nil, hole) {
-			return pos, true, nil
-		}
-		pos = hole.End
-	}
-	stopped, err := rows(to)
-	return pos, stopped, err
-}
-
-// mayMatch reports, from the manifest alone, whether a file may hold a
-// message the hint selects (its ingest times bound a time range).
-func mayMatch(e ManifestEntry, hint reader.Filter) bool {
-	if e.Rows == 0 {
-		return false
-	}
-	if hint.ToTimeMicros != 0 && e.FirstIngestMicros >= hint.ToTimeMicros {
-		return false
-	}
-	return hint.FromTimeMicros == 0 || e.LastIngestMicros >= hint.FromTimeMicros
-}
-
-// cachedObject reads an object through the block cache.
-type cachedObject struct {
-	cache  *blockCache
-	object string
-	size   int64
-}
-
-func (o *cachedObject) ReadAt(p []byte, off int64) (int, error) {
-	return o.cache.readAt(context.Background(), o.object, o.size, p, off)
+	return out
 }
 
 var _ reader.ArchiveSource = (*ArchiveReader)(nil)

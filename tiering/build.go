@@ -6,8 +6,6 @@ import (
 	"os"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"orderlog/proto/orderlogpb"
 	"orderlog/tiering/parquetfile"
 )
@@ -22,19 +20,22 @@ type LogSource interface {
 	ReadRaw(ctx context.Context, from uint64, limit int) (*orderlogpb.ReadResponse, error)
 }
 
-// readPageMessages is the page size the worker reads the log in.
-const readPageMessages = 1000
-
 // build is one archive file being written to a local temporary file from
 // the committed log, before it is published. Invariant: every offset in
 // [first, next) is appended to the writer or is a hole in the file.
 type build struct {
-	cut        cutter
-	next       uint64
-	file       *os.File
-	writer     *parquetfile.Writer
-	firstMicro int64 // ingest times of the first and last rows (0: none)
-	lastMicro  int64
+	cut    cutter
+	next   uint64
+	file   *os.File
+	writer *parquetfile.Writer
+	// firstMicro is the ingest time of the first row in offset order (0:
+	// no row); it names the file's dt partition.
+	firstMicro int64
+	// minMicro and maxMicro bound the rows' ingest times (0: no row):
+	// offsets are not in ingest-time order (several ingest nodes, their
+	// clocks), so a later row may have been ingested earlier. Time-range
+	// queries skip files by these (the manifest's).
+	minMicro, maxMicro int64
 }
 
 func newBuild(dir string, first uint64, policy CutPolicy, opts parquetfile.WriterOptions) (*build, error) {
@@ -63,40 +64,22 @@ func (b *build) discard() {
 // extend appends what the log holds from next on, up to committed, and
 // returns where the file ends once that is decided (0: not yet). With
 // planned > 0 the file ends exactly there (a recorded plan's range);
-// otherwise the cut policy decides, at now.
+// otherwise the cut policy decides, at now. The log is read ahead on
+// another goroutine (readAhead) while the pages before are appended.
 func (b *build) extend(ctx context.Context, log LogSource, committed, planned uint64, now time.Time) (uint64, error) {
 	limit := committed
 	if planned > 0 {
 		limit = min(committed, planned)
 	}
-	for b.next < limit {
-		page, err := log.ReadRaw(ctx, b.next, readPageMessages)
-		if err != nil {
-			return 0, fmt.Errorf("read the log at %d: %w", b.next, err)
-		}
-		if err := checkSkipped(page); err != nil {
-			return 0, err
-		}
-		for _, m := range page.Messages {
-			if m.Offset >= limit {
-				break
-			}
-			ingest := time.UnixMicro(m.IngestTimeUs)
-			if planned == 0 && b.cut.cutBefore(ingest) {
-				return m.Offset, nil
-			}
-			if err := b.append(m); err != nil {
-				return 0, err
-			}
-			if full := b.cut.add(ingest, proto.Size(m)); full && planned == 0 {
-				b.next = m.Offset + 1
-				return b.next, nil
+	if b.next < limit {
+		pages := startReadAhead(ctx, log, b.next, limit)
+		defer pages.stop()
+		for b.next < limit {
+			end, err := b.appendPage(pages, planned)
+			if err != nil || end > 0 {
+				return end, err
 			}
 		}
-		if page.NextOffset <= b.next {
-			return 0, fmt.Errorf("read the log at %d: no progress", b.next)
-		}
-		b.next = min(page.NextOffset, limit)
 	}
 	switch {
 	case planned > 0 && b.next >= planned:
@@ -107,14 +90,51 @@ func (b *build) extend(ctx context.Context, log LogSource, committed, planned ui
 	return 0, nil
 }
 
+// appendPage appends the next page's messages below the read's limit and
+// moves next past the page; it returns where the file ends if the cut
+// policy ends it in the page (never with planned > 0).
+func (b *build) appendPage(pages *readAhead, planned uint64) (uint64, error) {
+	p, err := pages.next()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("read the log at %d: %w", b.next, err)
+	case p.err != nil:
+		return 0, fmt.Errorf("read the log at %d: %w", p.from, p.err)
+	case p.from != b.next:
+		return 0, fmt.Errorf("read the log at %d: got the page at %d", b.next, p.from)
+	}
+	if err := checkSkipped(p.page); err != nil {
+		return 0, err
+	}
+	for i, size := range p.sizes {
+		m := p.page.Messages[i]
+		if planned == 0 && b.cut.cutBefore(m.IngestTimeUs) {
+			return m.Offset, nil
+		}
+		if err := b.append(m); err != nil {
+			return 0, err
+		}
+		if full := b.cut.add(m.IngestTimeUs, size); full && planned == 0 {
+			b.next = m.Offset + 1
+			return b.next, nil
+		}
+	}
+	if p.page.NextOffset <= b.next {
+		return 0, fmt.Errorf("read the log at %d: no progress", b.next)
+	}
+	b.next = min(p.page.NextOffset, pages.limit)
+	return 0, nil
+}
+
 func (b *build) append(m *orderlogpb.StoredMessage) error {
 	if err := b.writer.Append(m); err != nil {
 		return fmt.Errorf("archive offset %d: %w", m.Offset, err)
 	}
-	if b.firstMicro == 0 {
-		b.firstMicro = m.IngestTimeUs
+	t := m.IngestTimeUs
+	if b.cut.rows == 0 {
+		b.firstMicro, b.minMicro, b.maxMicro = t, t, t
 	}
-	b.lastMicro = m.IngestTimeUs
+	b.minMicro, b.maxMicro = min(b.minMicro, t), max(b.maxMicro, t)
 	return nil
 }
 
@@ -129,14 +149,14 @@ func checkSkipped(page *orderlogpb.ReadResponse) error {
 	return nil
 }
 
-// finish closes the file at end and syncs it; its footer's meta and size.
+// finish closes the file at end; its footer's meta and size. The local
+// file is not synced: a crash loses it and the next term builds it again,
+// and the store makes the object durable (the file store syncs the file it
+// links or the copy it stages; S3 has its own).
 func (b *build) finish(end uint64) (parquetfile.Meta, int64, error) {
 	meta, err := b.writer.Close(end)
 	if err != nil {
 		return parquetfile.Meta{}, 0, fmt.Errorf("finish the archive file [%d, %d): %w", b.cut.first, end, err)
-	}
-	if err := b.file.Sync(); err != nil {
-		return parquetfile.Meta{}, 0, fmt.Errorf("sync the archive file: %w", err)
 	}
 	st, err := b.file.Stat()
 	if err != nil {

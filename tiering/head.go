@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -100,23 +101,24 @@ func leading(electionKey string) clientv3.Cmp {
 }
 
 // putPlan records p while this worker leads, the head is as read and no
-// plan is recorded.
-func putPlan(ctx context.Context, cli *clientv3.Client, head Head, p Plan, electionKey string) error {
+// plan is recorded; p with its ModRevision.
+func putPlan(ctx context.Context, cli *clientv3.Client, head Head, p Plan, electionKey string) (Plan, error) {
 	value, err := json.Marshal(p)
 	if err != nil {
-		return err
+		return Plan{}, err
 	}
 	resp, err := cli.Txn(ctx).If(leading(electionKey),
 		clientv3.Compare(clientv3.ModRevision(keys.TieringHead), "=", head.ModRevision),
 		clientv3.Compare(clientv3.CreateRevision(keys.TieringPlan), "=", 0)).
 		Then(clientv3.OpPut(keys.TieringPlan, string(value))).Commit()
 	if err != nil {
-		return fmt.Errorf("record the plan: %w", err)
+		return Plan{}, fmt.Errorf("record the plan: %w", err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("record the plan: %w", errRaced)
+		return Plan{}, fmt.Errorf("record the plan: %w", errRaced)
 	}
-	return nil
+	p.ModRevision = resp.Header.Revision
+	return p, nil
 }
 
 // commitFile moves T to the planned file's end and the head to its
@@ -146,21 +148,36 @@ func commitFile(ctx context.Context, cli *clientv3.Client, head Head, p Plan, en
 }
 
 // startHead creates the head at the log start when there is none: the
-// archive begins where the log does.
-func startHead(ctx context.Context, cli *clientv3.Client, logStart uint64, electionKey string) (Head, error) {
+// archive begins where the log does. The start is read from etcd in the
+// same transaction's compare, not from a reader that may not have loaded
+// it yet: retention cannot move it between the read and the head.
+func startHead(ctx context.Context, cli *clientv3.Client, electionKey string) (Head, error) {
+	resp, err := cli.Get(ctx, keys.LogStart)
+	if err != nil {
+		return Head{}, fmt.Errorf("read the log start: %w", err)
+	}
+	var logStart uint64
+	var startRevision int64
+	if len(resp.Kvs) > 0 {
+		if logStart, err = strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64); err != nil {
+			return Head{}, fmt.Errorf("log start %q: %w", resp.Kvs[0].Value, err)
+		}
+		startRevision = resp.Kvs[0].ModRevision
+	}
 	h := Head{Version: stateVersion, First: logStart, T: logStart}
 	value, err := json.Marshal(h)
 	if err != nil {
 		return Head{}, err
 	}
-	resp, err := cli.Txn(ctx).If(leading(electionKey), clientv3.Compare(clientv3.CreateRevision(keys.TieringHead), "=", 0)).
+	txn, err := cli.Txn(ctx).If(leading(electionKey), clientv3.Compare(clientv3.CreateRevision(keys.TieringHead), "=", 0),
+		clientv3.Compare(clientv3.ModRevision(keys.LogStart), "=", startRevision)).
 		Then(clientv3.OpPut(keys.TieringHead, string(value))).Commit()
 	if err != nil {
 		return Head{}, fmt.Errorf("create the archive's head: %w", err)
 	}
-	if !resp.Succeeded {
+	if !txn.Succeeded {
 		return Head{}, fmt.Errorf("create the archive's head: %w", errRaced)
 	}
-	h.ModRevision = resp.Header.Revision
+	h.ModRevision = txn.Header.Revision
 	return h, nil
 }

@@ -19,7 +19,10 @@ const ManifestDir = "_manifest"
 
 // Hole is an offset range [First, End) in a file's range without a
 // message.
-type Hole struct{ First, End uint64 }
+type Hole struct {
+	First uint64 `json:"first"`
+	End   uint64 `json:"end"`
+}
 
 // ManifestEntry describes one published file. Version 1.
 type ManifestEntry struct {

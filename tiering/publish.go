@@ -32,7 +32,7 @@ func newBuilt(b *build, p Plan, meta parquetfile.Meta, size int64) built {
 		holes[i] = Hole{h.First, h.End}
 	}
 	return built{meta: meta, size: size, entry: ManifestEntry{Version: manifestVersion, First: p.First, End: p.End, Object: p.Object,
-		Rows: meta.Rows, Bytes: size, Holes: holes, Digest: meta.Digest, FirstIngestMicros: b.firstMicro, LastIngestMicros: b.lastMicro}}
+		Rows: meta.Rows, Bytes: size, Holes: holes, Digest: meta.Digest, FirstIngestMicros: b.minMicro, LastIngestMicros: b.maxMicro}}
 }
 
 // upload puts the file under its planned key and returns the object's
@@ -80,8 +80,12 @@ func putManifest(ctx context.Context, store objstore.Store, key string, e Manife
 	if err != nil {
 		return ManifestEntry{}, fmt.Errorf("%w: %s: %v", ErrConflict, key, err)
 	}
+	// The same rows (digest) may differ in the object's size (another
+	// writer version) and in the ingest bounds (an earlier version's
+	// first/last rows', not min/max); both are derived, not content.
 	mine := e
 	mine.Bytes = there.Bytes
+	mine.FirstIngestMicros, mine.LastIngestMicros = there.FirstIngestMicros, there.LastIngestMicros
 	if a, b := mustEncode(there), mustEncode(mine); !bytes.Equal(a, b) {
 		return ManifestEntry{}, fmt.Errorf("%w: %s holds %s, the log's file is %s", ErrConflict, key, a, b)
 	}

@@ -86,21 +86,44 @@ func (w *Worker) Run(ctx context.Context) {
 		SessionTTL: w.cfg.SessionTTL, Logger: w.cfg.Logger, What: "tiering"}, w.lead)
 }
 
-// leader is one term's state: the file being built, if any.
+// leader is one term's state: the file being built, and a finished file
+// whose publish failed (kept for the next pass, not built again).
 type leader struct {
 	key   string // the election key, compared in every transaction
 	epoch int64  // its create revision
 	build *build
+	ready *ready
 }
+
+// ready is a finished local file of a recorded plan, not yet published.
+type ready struct {
+	plan  Plan
+	build *build
+	file  built
+}
+
+func (l *leader) discard() {
+	l.build.discard()
+	l.build = nil
+	if l.ready != nil {
+		l.ready.build.discard()
+		l.ready = nil
+	}
+}
+
+// maxBackoff bounds the pause after failed passes (an object store that
+// is down): the pause doubles from the interval up to it.
+const maxBackoff = 10 * time.Second
 
 func (w *Worker) lead(ctx context.Context, key string) {
 	l := &leader{key: key}
-	defer func() { l.build.discard() }()
+	defer l.discard()
 	if err := w.prepare(ctx, l); err != nil {
 		w.cfg.Logger.Warn("tiering: cannot start", "err", err)
 		return
 	}
 	w.cfg.Logger.Info("tiering worker elected", "name", w.cfg.Name, "archive", w.cfg.Store.Describe())
+	pause := w.cfg.Interval
 	for ctx.Err() == nil {
 		t := w.publishedT
 		err := w.Pass(ctx, l)
@@ -114,13 +137,24 @@ func (w *Worker) lead(ctx context.Context, key string) {
 			<-ctx.Done() // keep the election: no other worker repeats it
 			return
 		case err != nil && ctx.Err() == nil:
-			w.cfg.Logger.Warn("tiering pass failed", "err", err)
+			w.cfg.Logger.Warn("tiering pass failed", "err", err, "retry_in", pause)
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(w.cfg.Interval):
+		case <-time.After(pause):
 		}
+		pause = nextPause(pause, w.cfg.Interval, err)
 	}
+}
+
+// nextPause is the pause after a pass that paused the last time and
+// ended with err: the interval after a success, else double the last,
+// up to maxBackoff (or the interval, if longer).
+func nextPause(last, interval time.Duration, err error) time.Duration {
+	if err == nil {
+		return interval
+	}
+	return min(2*last, max(maxBackoff, interval))
 }
 
 // prepare reads the election key's revision and clears the local
@@ -152,7 +186,7 @@ func (w *Worker) Pass(ctx context.Context, l *leader) error {
 		return err
 	}
 	if head.ModRevision == 0 {
-		if head, err = startHead(ctx, w.cfg.Etcd, w.cfg.LogStart(), l.key); err != nil {
+		if head, err = startHead(ctx, w.cfg.Etcd, l.key); err != nil {
 			return err
 		}
 	}
@@ -172,7 +206,7 @@ func (w *Worker) Pass(ctx context.Context, l *leader) error {
 		return w.publishPlanned(ctx, l, head, plan, committed)
 	}
 	if l.build == nil || l.build.cut.first != head.T {
-		l.build.discard()
+		l.discard()
 		if l.build, err = newBuild(w.cfg.TempDir, head.T, w.cfg.Cut, w.cfg.Writer); err != nil {
 			return err
 		}
@@ -180,75 +214,90 @@ func (w *Worker) Pass(ctx context.Context, l *leader) error {
 	end, err := l.build.extend(ctx, w.cfg.Log, committed, 0, w.cfg.Now())
 	if err != nil || end == 0 {
 		if err != nil {
-			l.build.discard()
-			l.build = nil
+			l.discard()
 		}
 		return err
 	}
 	b := l.build
 	l.build = nil
-	defer b.discard()
-	return w.publish(ctx, l, head, b, end)
+	plan = Plan{Version: stateVersion, Epoch: l.epoch, First: head.T, End: end,
+		Object:   parquetfile.ObjectKey(w.cfg.Prefix, head.T, end, time.UnixMicro(firstMicroOr(b, w.cfg.Now()))),
+		Manifest: joinKey(w.cfg.Prefix, manifestKey(head.T, end))}
+	if plan, err = putPlan(ctx, w.cfg.Etcd, head, plan, l.key); err != nil {
+		b.discard()
+		return err
+	}
+	crashPoint(afterPlan)
+	return w.finishAndPublish(ctx, l, head, plan, b)
 }
 
-// publishPlanned builds a recorded plan's range again from the log and
-// publishes it under the recorded keys.
+// publishPlanned publishes a recorded plan: the file this term already
+// finished for it, or else its range built again from the log, under the
+// recorded keys. A plan reaching beyond C waits (a successor's reader may
+// not have caught up yet).
 func (w *Worker) publishPlanned(ctx context.Context, l *leader, head Head, plan Plan, committed uint64) error {
-	l.build.discard()
-	l.build = nil
-	if plan.First != head.T || plan.End <= plan.First || plan.End > committed {
-		return fmt.Errorf("%w: the recorded plan [%d, %d) does not start at T=%d or ends beyond C=%d", ErrConflict, plan.First, plan.End, head.T, committed)
+	if r := l.ready; r != nil && r.plan == plan {
+		return w.publishBuilt(ctx, l, head, *r)
+	}
+	l.discard()
+	if plan.First != head.T || plan.End <= plan.First {
+		return fmt.Errorf("%w: the recorded plan [%d, %d) does not start at T=%d", ErrConflict, plan.First, plan.End, head.T)
+	}
+	if plan.End > committed {
+		w.cfg.Logger.Info("tiering: the recorded plan ends beyond C; waiting", "end", plan.End, "committed", committed)
+		return nil
 	}
 	b, err := newBuild(w.cfg.TempDir, plan.First, w.cfg.Cut, w.cfg.Writer)
 	if err != nil {
 		return err
 	}
-	defer b.discard()
 	if _, err := b.extend(ctx, w.cfg.Log, committed, plan.End, w.cfg.Now()); err != nil {
+		b.discard()
 		return err
 	}
 	w.cfg.Logger.Info("tiering: publishing a recorded plan", "first", plan.First, "end", plan.End, "object", plan.Object, "planned_by", plan.Epoch)
 	return w.finishAndPublish(ctx, l, head, plan, b)
 }
 
-// publish plans the built file [head.T, end) and publishes it.
-func (w *Worker) publish(ctx context.Context, l *leader, head Head, b *build, end uint64) error {
-	plan := Plan{Version: stateVersion, Epoch: l.epoch, First: head.T, End: end,
-		Object:   parquetfile.ObjectKey(w.cfg.Prefix, head.T, end, time.UnixMicro(firstMicroOr(b, w.cfg.Now()))),
-		Manifest: joinKey(w.cfg.Prefix, manifestKey(head.T, end))}
-	if err := putPlan(ctx, w.cfg.Etcd, head, plan, l.key); err != nil {
-		return err
-	}
-	plan, err := readPlan(ctx, w.cfg.Etcd)
-	if err != nil {
-		return err
-	}
-	return w.finishAndPublish(ctx, l, head, plan, b)
-}
-
-// finishAndPublish closes the local file at the plan's end, uploads it,
-// puts its manifest segment and moves T.
+// finishAndPublish closes the local file at the plan's end and publishes
+// it; it owns b.
 func (w *Worker) finishAndPublish(ctx context.Context, l *leader, head Head, plan Plan, b *build) error {
 	meta, size, err := b.finish(plan.End)
 	if err != nil {
+		b.discard()
 		return err
 	}
-	f := newBuilt(b, plan, meta, size)
-	if f.entry.Bytes, err = upload(ctx, w.cfg.Store, b, f); err != nil {
-		return fmt.Errorf("upload %s: %w", plan.Object, err)
+	return w.publishBuilt(ctx, l, head, ready{plan: plan, build: b, file: newBuilt(b, plan, meta, size)})
+}
+
+// publishBuilt uploads a finished file, puts its manifest segment and
+// moves T. On failure the file is kept for the next pass (l.ready); it is
+// removed once published.
+func (w *Worker) publishBuilt(ctx context.Context, l *leader, head Head, r ready) error {
+	l.ready = &r
+	f := r.file
+	var err error
+	if f.entry.Bytes, err = upload(ctx, w.cfg.Store, r.build, f); err != nil {
+		if errors.Is(err, ErrConflict) {
+			l.discard() // the worker halts; nothing will publish this file
+		}
+		return fmt.Errorf("upload %s: %w", r.plan.Object, err)
 	}
-	entry, err := putManifest(ctx, w.cfg.Store, plan.Manifest, f.entry)
+	crashPoint(afterUpload)
+	entry, err := putManifest(ctx, w.cfg.Store, r.plan.Manifest, f.entry)
 	if err != nil {
-		return fmt.Errorf("manifest %s: %w", plan.Manifest, err)
+		return fmt.Errorf("manifest %s: %w", r.plan.Manifest, err)
 	}
-	next, err := commitFile(ctx, w.cfg.Etcd, head, plan, entry, l.key)
+	crashPoint(afterManifest)
+	next, err := commitFile(ctx, w.cfg.Etcd, head, r.plan, entry, l.key)
 	if err != nil {
 		return err
 	}
+	l.discard()
 	w.publishedT = next.T
 	w.cfg.Metrics.observeHead(next)
 	w.cfg.Metrics.observePublished(entry)
-	w.cfg.Logger.Info("tiering: file published", "object", plan.Object, "first", plan.First, "end", plan.End,
+	w.cfg.Logger.Info("tiering: file published", "object", r.plan.Object, "first", r.plan.First, "end", r.plan.End,
 		"rows", entry.Rows, "holes", len(entry.Holes), "bytes", entry.Bytes, "t", next.T)
 	return nil
 }

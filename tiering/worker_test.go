@@ -151,7 +151,11 @@ func (w *workerWorld) checkArchive(t *testing.T) {
 		t.Fatalf("the reader holds [%d, %d), the head says [%d, %d)", first, end, head.First, head.T)
 	}
 	next := first
-	_, err = a.Scan(ctx, first, end, reader.Filter{}, func(m *orderlogpb.StoredMessage, hole *orderlogpb.SkippedRange) bool {
+	_, err = a.Scan(ctx, first, end, reader.Filter{}, func(item reader.ArchiveItem) bool {
+		m, hole := item.Message, item.Hole
+		if m == nil && hole == nil {
+			t.Fatalf("an unfiltered scan pruned [%d, %d)", item.PrunedFirst, item.PrunedEnd)
+		}
 		if hole != nil {
 			for o := hole.First; o < hole.End; o++ {
 				if w.log.messages[o] != nil || o != next {

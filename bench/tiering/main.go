@@ -18,6 +18,9 @@
 //     (0), so the elected worker catches up on every row while nothing else
 //     runs. It samples orderlog_tiering_archived_watermark on /metrics
 //     until T reaches C: the worker's rows/s, from /readyz to T = C.
+//     With -tiering-rounds N it does so N times, each from an empty
+//     archive (rounds.go), and reports the median; -cpuprofile saves the
+//     dev's CPU profile during the first.
 //  5. Archive read: it restarts the dev with a 1 s hot window and
 //     --retention-bytes 1MiB, waits until the log start reached T and
 //     retention deleted the ledgers, and reads the range again through
@@ -32,6 +35,8 @@
 //  7. Produce latency: bench/e2e's measurement (client.RunLoad at half
 //     the peak rate) against two fresh devs side by side, one tiering and
 //     one with --archive none, rounds alternating between them.
+//
+// -only tiering runs steps 1, 3 and 4 alone (the writers and tiering).
 //
 // It ends with a table, tier_vs_parquet_ratio= (goal ≥ 0.8),
 // parquetfile_vs_plain_ratio=, archive_read_vs_hot_ratio= (goal ≥ 0.5),
@@ -77,6 +82,11 @@ type config struct {
 	latencyDuration           time.Duration
 	latencyRounds             int
 	work, data, logs, archive string
+	// only "tiering": steps 1, 3 and 4 (produce, the writers, tiering).
+	only           string
+	tieringRounds  int
+	cpuProfile     string // the tiering dev's CPU profile, first round
+	profileSeconds int
 }
 
 var running []*dev // stopped when check fails
@@ -92,9 +102,16 @@ func main() {
 	flag.IntVar(&cfg.inFlight, "inflight", 8, "unacknowledged frames of 64 rows per producer")
 	flag.DurationVar(&cfg.latencyDuration, "latency-duration", 8*time.Second, "length of each half-rate latency round")
 	flag.IntVar(&cfg.latencyRounds, "latency-rounds", 5, "half-rate latency rounds per dev (alternating)")
+	flag.StringVar(&cfg.only, "only", "", "\"tiering\": only produce, the reference writers and tiering (no reads, queries or latency)")
+	flag.IntVar(&cfg.tieringRounds, "tiering-rounds", 1, "rounds of the tiering catch-up, each from an empty archive; the median is reported")
+	flag.StringVar(&cfg.cpuProfile, "cpuprofile", "", "save the tiering dev's CPU profile during the first tiering round to `file`")
+	flag.IntVar(&cfg.profileSeconds, "cpuprofile-seconds", 20, "length of the -cpuprofile profile")
 	dir := flag.String("dir", "", "work directory (default: a new one in $TMPDIR, removed at the end)")
 	keep := flag.Bool("keep", false, "keep the work directory (data, archive and logs)")
 	flag.Parse()
+	if cfg.only != "" && cfg.only != "tiering" {
+		check(fmt.Errorf("-only %q: want \"tiering\" or nothing", cfg.only))
+	}
 	debug.SetGCPercent(400) // as the orderlog binary does
 	var err error
 	cfg.rows, err = parseCount(*rows)
@@ -113,7 +130,7 @@ func main() {
 	check(os.MkdirAll(cfg.logs, 0o755))
 	fmt.Printf("tiering: %d rows of 1 KiB, %d rounds; work directory %s\n", cfg.rows, cfg.rounds, cfg.work)
 	r := run(context.Background(), cfg)
-	r.summarize()
+	r.summarize(cfg.only == "")
 }
 
 // results are the run's figures.
@@ -137,6 +154,10 @@ type results struct {
 	latency                     latencyResult
 	deletedLedgers, deletedByte float64
 	presentScanEnd              uint64 // the present key's Scan and client.Query cover [0, presentScanEnd)
+
+	// CPU µs per row: the plain writer's thread (median of rounds), the
+	// tiering dev's process from /readyz to T = C (0: unknown).
+	plainCPUPerRow, tieringCPUPerRow float64
 }
 
 func run(ctx context.Context, cfg config) *results {
@@ -152,7 +173,9 @@ func run(ctx context.Context, cfg config) *results {
 	r.rows = uint64((cfg.rows + frameRows - 1) / frameRows * frameRows)
 	r.committed = waitCommitted(ctx, d, r.rows)
 	fmt.Printf("produced %d rows at %.0f rows/s; C=%d\n", r.rows, r.produceRate, r.committed)
-	r.hotMBps, r.hotMsgs = readRounds(ctx, d, "hot read", r.committed, cfg.rounds, nil)
+	if cfg.only == "" {
+		r.hotMBps, r.hotMsgs = readRounds(ctx, d, "hot read", r.committed, cfg.rounds, nil)
+	}
 	refEnd := r.committed
 	if cfg.refRows > 0 {
 		refEnd = min(refEnd, uint64(cfg.refRows))
@@ -162,14 +185,10 @@ func run(ctx context.Context, cfg config) *results {
 
 	// 4: tiering catches up on the rows.
 	archiveURL := "file://" + cfg.archive
-	start := time.Now()
-	d, err = startDev(cfg.binary, cfg.data, cfg.logs, "2-tiering", "--archive", archiveURL, "--archive-file-bytes", "512MiB",
-		"--archive-file-age", "1s", "--archive-hot-window", "1h")
-	check(err)
-	stopLater(d)
-	fmt.Printf("tiering: dev restarted with the archive, ready in %.1f s\n", time.Since(start).Seconds())
-	r.watchTiering(d)
-	stop(d)
+	r.tieringRounds(ctx, cfg, archiveURL)
+	if cfg.only == "tiering" {
+		return r
+	}
 
 	// 5: the ledgers deleted, the range read from the archive.
 	d, err = startDev(cfg.binary, cfg.data, cfg.logs, "3-archive-read", "--archive", archiveURL, "--archive-file-bytes", "512MiB",
@@ -276,7 +295,7 @@ func readRange(ctx context.Context, c *client.Client, end uint64) (int, int64, e
 
 // encodeRounds times both writers on rows [0, end), rounds times.
 func (r *results) encodeRounds(ctx context.Context, d *dev, end uint64, cfg config) {
-	var plain, archive, ratios []float64
+	var plain, archive, ratios, plainCPU []float64
 	for round := range cfg.rounds {
 		res, err := encodeRound(ctx, d.client, end, archiveFileBytes, cfg.work)
 		check(err)
@@ -285,37 +304,48 @@ func (r *results) encodeRounds(ctx context.Context, d *dev, end uint64, cfg conf
 			round, res.rows, float64(res.protoBytes)/1e6, res.files, p, res.plain.Seconds(), float64(res.plainFile)/1e6,
 			a, res.archive.Seconds(), float64(res.archiveOut)/1e6)
 		plain, archive, ratios = append(plain, p), append(archive, a), append(ratios, a/p)
+		plainCPU = append(plainCPU, res.plainCPU.Seconds()*1e6/float64(res.rows))
 		r.refRows, r.plainBytes, r.parquetBytes = res.rows, res.plainFile, res.archiveOut
 	}
 	r.plainRate, r.archiveRate, r.writerRatio = benchutil.Median(plain), benchutil.Median(archive), benchutil.Median(ratios)
+	r.plainCPUPerRow = benchutil.Median(plainCPU)
 }
 
-// watchTiering samples T every 100 ms until it reaches C.
+// watchTiering samples T every 100 ms until it reaches C, from the
+// archive's head in the dev's etcd: a small read, where /metrics (28 KB of
+// text, ten times a second) took ~3 % of a core from the dev it measured.
+// The conflict gauge is read from /metrics every 5 s.
 func (r *results) watchTiering(d *dev) {
 	start := time.Now()
+	cpuStart, cpuErr := processCPU(d.cmd.Process.Pid)
 	var lastT float64
 	var firstMove, lastMove time.Time
 	var firstMoveT float64
 	progress := time.Now()
+	head := headWatcher(d)
+	defer head.close()
 	for {
-		m := scrapeMetrics(d.http, "orderlog_tiering_archived_watermark", "orderlog_tiering_files_total",
-			"orderlog_tiering_bytes_total", "orderlog_tiering_conflict")
-		t := m["orderlog_tiering_archived_watermark"]
+		h := head.read()
+		t := float64(h.T)
 		if t > lastT {
 			if firstMove.IsZero() {
 				firstMove, firstMoveT = time.Now(), t
 			}
 			lastMove, lastT = time.Now(), t
 		}
-		if m["orderlog_tiering_conflict"] != 0 {
-			check(fmt.Errorf("the tiering worker halted (orderlog_tiering_conflict=1); see %s", d.logPath))
-		}
 		if uint64(t) >= r.committed {
-			r.files, r.archiveBytes = m["orderlog_tiering_files_total"], m["orderlog_tiering_bytes_total"]
+			r.files, r.archiveBytes = float64(h.Files), float64(h.Bytes)
+			r.tieringCPUPerRow = 0
+			if cpuEnd, err := processCPU(d.cmd.Process.Pid); err == nil && cpuErr == nil {
+				r.tieringCPUPerRow = (cpuEnd - cpuStart).Seconds() * 1e6 / float64(r.committed)
+			}
 			break
 		}
 		if time.Since(progress) > 5*time.Second {
 			progress = time.Now()
+			if m, _ := d.metric("orderlog_tiering_conflict"); m != 0 {
+				check(fmt.Errorf("the tiering worker halted (orderlog_tiering_conflict=1); see %s", d.logPath))
+			}
 			fmt.Printf("  tiering: T=%.0f of C=%d after %.1f s\n", t, r.committed, time.Since(start).Seconds())
 		}
 		if time.Since(start) > 2*time.Hour {
@@ -330,8 +360,8 @@ func (r *results) watchTiering(d *dev) {
 		// reservation above the rows a hole, which the last file holds.
 		r.tieringSteady = (min(lastT, float64(r.committed)) - firstMoveT) / lastMove.Sub(firstMove).Seconds()
 	}
-	fmt.Printf("tiering: T reached C=%d %.2f s after /readyz: %.0f rows/s (%.0f files, %.1f MB); between the first and last file: %.0f rows/s\n",
-		r.committed, r.tieringSeconds, r.tieringRate, r.files, r.archiveBytes/1e6, r.tieringSteady)
+	fmt.Printf("tiering: T reached C=%d %.2f s after /readyz: %.0f rows/s (%.0f files, %.1f MB); between the first and last file: %.0f rows/s; %.2f CPU µs per row\n",
+		r.committed, r.tieringSeconds, r.tieringRate, r.files, r.archiveBytes/1e6, r.tieringSteady, r.tieringCPUPerRow)
 }
 
 // waitDeleted waits until the log start reached the archived rows and

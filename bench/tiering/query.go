@@ -271,8 +271,8 @@ func (q *archiveQuery) formatQuery(ctx context.Context, key []byte) (int, error)
 // counting the visited messages that match (Scan may visit others).
 func (q *archiveQuery) scan(ctx context.Context, key []byte, end uint64) (int, error) {
 	matches := 0
-	_, err := q.archive.Scan(ctx, q.first, end, reader.Filter{Key: key}, func(m *orderlogpb.StoredMessage, _ *orderlogpb.SkippedRange) bool {
-		if m != nil && string(m.Message.GetKey()) == string(key) {
+	_, err := q.archive.Scan(ctx, q.first, end, reader.Filter{Key: key}, func(item reader.ArchiveItem) bool {
+		if m := item.Message; m != nil && string(m.Message.GetKey()) == string(key) {
 			matches++
 		}
 		return true

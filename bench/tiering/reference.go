@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/bits"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -171,13 +172,16 @@ func newArchiveWriter(f *os.File, first uint64) (*archiveWriter, error) {
 	return &archiveWriter{w}, err
 }
 
+// append appends msgs and waits for their encoding, which the Writer does
+// on another goroutine while it collects the next rows: the time is the
+// Writer's, not the plain writer's that runs next.
 func (a *archiveWriter) append(msgs []*orderlogpb.StoredMessage) error {
 	for _, m := range msgs {
 		if err := a.w.Append(m); err != nil {
 			return err
 		}
 	}
-	return nil
+	return a.w.Wait()
 }
 
 func (a *archiveWriter) close(end uint64) error {
@@ -193,13 +197,14 @@ type timedWriter struct {
 	f       *os.File
 	w       fileWriter
 	elapsed time.Duration
-	bytes   int64 // file bytes written
+	cpu     time.Duration // of the thread running it (encodeRound holds one)
+	bytes   int64         // file bytes written
 	files   int
 }
 
 func (t *timedWriter) append(chunk []*orderlogpb.StoredMessage) error {
-	start := time.Now()
-	defer func() { t.elapsed += time.Since(start) }()
+	start, cpu := time.Now(), threadCPU()
+	defer func() { t.elapsed, t.cpu = t.elapsed+time.Since(start), t.cpu+threadCPU()-cpu }()
 	if t.w == nil {
 		var err error
 		if t.f, err = os.Create(t.path); err != nil {
@@ -217,9 +222,9 @@ func (t *timedWriter) cut(end uint64) error {
 	if t.w == nil {
 		return nil
 	}
-	start := time.Now()
+	start, cpu := time.Now(), threadCPU()
 	err := t.w.close(end)
-	t.elapsed += time.Since(start)
+	t.elapsed, t.cpu = t.elapsed+time.Since(start), t.cpu+threadCPU()-cpu
 	if st, serr := t.f.Stat(); serr == nil {
 		t.bytes += st.Size()
 	}
@@ -234,6 +239,7 @@ type encodeResult struct {
 	rows                  int64
 	protoBytes            int64
 	plain, archive        time.Duration
+	plainCPU              time.Duration // the plain writer's thread's
 	plainFile, archiveOut int64
 	files                 int
 }
@@ -247,6 +253,8 @@ var errEnough = errors.New("enough rows")
 // worker cuts them (after the row that brings a file to fileBytes of
 // protobuf). The files are removed as they are closed.
 func encodeRound(ctx context.Context, c *client.Client, end uint64, fileBytes int64, dir string) (encodeResult, error) {
+	runtime.LockOSThread() // the writers run here (Read's callback): their thread's CPU time is theirs
+	defer runtime.UnlockOSThread()
 	writers := []*timedWriter{
 		{name: "plain", path: dir + "/plain.parquet", open: func(f *os.File, _ uint64) (fileWriter, error) { return newPlainWriter(f) }},
 		{name: "parquetfile", path: dir + "/parquetfile.parquet", open: func(f *os.File, first uint64) (fileWriter, error) {
@@ -308,7 +316,7 @@ func encodeRound(ctx context.Context, c *client.Client, end uint64, fileBytes in
 	if err := feed(end); err != nil {
 		return res, err
 	}
-	res.plain, res.archive = writers[0].elapsed, writers[1].elapsed
+	res.plain, res.archive, res.plainCPU = writers[0].elapsed, writers[1].elapsed, writers[0].cpu
 	res.plainFile, res.archiveOut, res.files = writers[0].bytes, writers[1].bytes, writers[1].files
 	return res, nil
 }

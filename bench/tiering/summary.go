@@ -5,8 +5,13 @@ import (
 	"strings"
 )
 
-// summarize prints the table, the ratio lines and the verdict.
-func (r *results) summarize() {
+// summarize prints the table, the ratio lines and the verdict; without
+// all, only the writers' and tiering's (-only tiering).
+func (r *results) summarize(all bool) {
+	if !all {
+		r.summarizeTiering()
+		return
+	}
 	fmt.Printf("\n%-46s %16s %16s %8s\n", "figure", "measured", "reference", "ratio")
 	row := func(name string, v, ref float64, unit string) {
 		fmt.Printf("%-46s %16s %16s %8.2f\n", name, fmt.Sprintf("%.1f %s", v, unit), fmt.Sprintf("%.1f %s", ref, unit), v/ref)
@@ -26,6 +31,7 @@ func (r *results) summarize() {
 	fmt.Printf("plain_parquet_rows_per_s=%.0f (plain arrow-go, the archive's settings, %d rows per round, encode and write only; median of rounds)\n", r.plainRate, r.refRows)
 	fmt.Printf("parquetfile_rows_per_s=%.0f (tiering/parquetfile.Writer, the same rows; median of rounds)\n", r.archiveRate)
 	fmt.Printf("plain_file_bytes=%d parquetfile_file_bytes=%d archive_bytes=%.0f\n", r.plainBytes, r.parquetBytes, r.archiveBytes)
+	r.printCPU()
 	fmt.Printf("hot_read_mb_per_s=%.1f hot_read_msgs_per_s=%.0f (client.Read of [0, %d) before deletion; median of rounds)\n", r.hotMBps, r.hotMsgs, r.committed)
 	fmt.Printf("archive_read_mb_per_s=%.1f archive_read_msgs_per_s=%.0f archive_read_cold_mb_per_s=%.1f (client.Read of [0, %d) after retention deleted %.0f ledgers; median of rounds, the first with the block cache cold)\n",
 		r.archiveMBps, r.archiveMsgs, r.archiveColdMB, r.logStart, r.deletedLedgers)
@@ -65,4 +71,26 @@ func printQuery(name string, key []byte, q queryResult, serverMs float64, scanEn
 		name, scanEnd, q.scanGets, q.scan.total, q.scan.data, q.scanCold, q.scanWarm, q.scanMatches)
 	fmt.Printf("%s_query_ms=%.2f %s_query_server_ms=%.2f (in-process Scan, warm cache; client.Query through the dev; medians of rounds)\n",
 		name, q.scanWarm, name, serverMs)
+}
+
+// summarizeTiering prints the figures of -only tiering.
+func (r *results) summarizeTiering() {
+	fmt.Printf("\nrows=%d committed=%d produce_rows_per_s=%.0f\n", r.rows, r.committed, r.produceRate)
+	fmt.Printf("tiering_rows_per_s=%.0f (%.0f files, %.1f MB; median of rounds)\n", r.tieringRate, r.files, r.archiveBytes/1e6)
+	fmt.Printf("plain_parquet_rows_per_s=%.0f parquetfile_rows_per_s=%.0f (%d rows per round; medians of rounds)\n", r.plainRate, r.archiveRate, r.refRows)
+	fmt.Printf("tier_vs_parquet_ratio=%.2f (goal ≥ %.1f)\n", r.tieringRate/r.plainRate, goalTierVsParquet)
+	fmt.Printf("tier_vs_parquetfile_ratio=%.2f\n", r.tieringRate/r.archiveRate)
+	r.printCPU()
+	fmt.Printf("parquetfile_vs_plain_ratio=%.2f (median of the rounds' ratios)\n", r.writerRatio)
+}
+
+// printCPU prints the CPU time per row of the plain writer and of the
+// tiering dev, and the ratio of the two (not a goal: beside the rates,
+// which the machine's other load moves more).
+func (r *results) printCPU() {
+	if r.tieringCPUPerRow == 0 || r.plainCPUPerRow == 0 {
+		return
+	}
+	fmt.Printf("plain_cpu_us_per_row=%.2f tiering_cpu_us_per_row=%.2f tier_vs_parquet_cpu_ratio=%.2f (the plain writer's thread; the tiering dev, every thread, /readyz to T = C; medians of rounds)\n",
+		r.plainCPUPerRow, r.tieringCPUPerRow, r.plainCPUPerRow/r.tieringCPUPerRow)
 }

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,11 @@ import (
 	"orderlog/ingest/wal/walfs"
 	"orderlog/internal/fileutil"
 )
+
+var encrypt = flag.Bool("encrypt", false, "encrypt entry payloads (AES-256-GCM, a fixed key) in the store's phases")
+
+// benchKeys are the store's keys with -encrypt, nil otherwise.
+var benchKeys *wal.Keys
 
 var cold = flag.Bool("cold", true, "evict the store's files from the page cache before timing Open")
 
@@ -42,6 +48,11 @@ func main() {
 	openGiB := flag.Float64("open-gib", 1, "GiB of 1 KiB entries to write for the open-time measurement (0 skips it)")
 	fillDir := flag.String("fill-dir", "", "internal: fill this store and exit without closing it")
 	flag.Parse()
+	if *encrypt {
+		var err error // a fixed key: the -fill-dir process must have the same
+		benchKeys, err = wal.ParseKeys([]byte("1 " + strings.Repeat("42", 32)))
+		check(err)
+	}
 	if *fillDir != "" {
 		fillAndExit(*fillDir, *openGiB)
 	}
@@ -54,7 +65,7 @@ func main() {
 		tempDir = dir
 		defer os.RemoveAll(dir)
 	}
-	fmt.Printf("dir=%s duration=%s appenders=%d entry=%dB\n", dir, *duration, *appenders, *entrySize)
+	fmt.Printf("dir=%s duration=%s appenders=%d entry=%dB encrypt=%v\n", dir, *duration, *appenders, *entrySize, *encrypt)
 
 	// The machine is shared and its disk speed drifts: alternate short
 	// store and raw phases, swapping which goes first every round, and
@@ -126,7 +137,7 @@ type throughput struct {
 }
 
 func storeThroughput(dir string, appenders, entrySize int, d time.Duration) throughput {
-	s, err := wal.Open(wal.Config{Dir: dir})
+	s, err := wal.Open(wal.Config{Dir: dir, Keys: benchKeys})
 	check(err)
 	defer s.Close()
 	payload := make([]byte, entrySize)
@@ -224,7 +235,7 @@ func rawLatency(dir string, size int, d time.Duration) []time.Duration {
 // schedule (open loop) and measures each append from its call to its
 // return.
 func storeLatency(dir string, appenders, entrySize int, rate float64, d time.Duration) latencies {
-	s, err := wal.Open(wal.Config{Dir: dir})
+	s, err := wal.Open(wal.Config{Dir: dir, Keys: benchKeys})
 	check(err)
 	defer s.Close()
 	payload := make([]byte, entrySize)
@@ -268,7 +279,7 @@ func fillAndExit(dir string, gib float64) {
 	const entrySize, appenders = 1024, 256
 	// Filled under the interval policy only to fill quickly; the store is
 	// then reopened under "always", which is what is timed.
-	s, err := wal.Open(wal.Config{Dir: dir, SyncInterval: 50 * time.Millisecond})
+	s, err := wal.Open(wal.Config{Dir: dir, SyncInterval: 50 * time.Millisecond, Keys: benchKeys})
 	check(err)
 	total := int64(gib * (1 << 30) / entrySize)
 	payload := make([]byte, entrySize)
@@ -295,7 +306,7 @@ func fillAndExit(dir string, gib float64) {
 func openTime(dir string, gib float64) {
 	total := int64(gib * (1 << 30) / 1024)
 	start := time.Now()
-	cmd := exec.Command(os.Args[0], "-fill-dir", dir, "-open-gib", fmt.Sprint(gib))
+	cmd := exec.Command(os.Args[0], "-fill-dir", dir, "-open-gib", fmt.Sprint(gib), fmt.Sprintf("-encrypt=%v", *encrypt))
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	check(cmd.Run())
 	fill := time.Since(start)
@@ -326,7 +337,7 @@ func openTime(dir string, gib float64) {
 		defer pprof.StopCPUProfile()
 	}
 	t := time.Now()
-	s2, err := wal.Open(wal.Config{Dir: dir})
+	s2, err := wal.Open(wal.Config{Dir: dir, Keys: benchKeys})
 	check(err)
 	openDur := time.Since(t)
 	last := s2.LastEntry(0)

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"orderlog/internal/tlsconfig"
 	"orderlog/tiering"
 	"orderlog/tiering/objstore"
 )
@@ -70,14 +71,27 @@ type archiveCmdFlags struct {
 	region   string
 	etcd     string
 	json     bool
+	// tls secures the connections to etcd (and to a node: verify --grpc).
+	tls tlsconfig.Config
 }
 
 func (f *archiveCmdFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "archive", "", "the archive: file://PATH or s3://BUCKET/PREFIX (required)")
-	fs.StringVar(&f.endpoint, "s3-endpoint", "", "S3-compatible endpoint URL for an s3:// archive (path-style); empty: AWS S3. Credentials come from the AWS chain")
-	fs.StringVar(&f.region, "s3-region", "", "S3 region (default: AWS_REGION, the profile's, else us-east-1)")
+	fs.StringVar(&f.endpoint, "s3-endpoint", "", s3EndpointHelp)
+	fs.StringVar(&f.region, "s3-region", "", s3RegionHelp)
 	fs.StringVar(&f.etcd, "etcd", "", "the cluster's etcd (`host:port,...`): also read the archive's head there (and, for verify, the log start)")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of text")
+	fs.StringVar(&f.tls.CAFile, "tls-ca", "", "PEM CA certificate(s) that etcd's (and the node's) certificates chain to: connect over TLS")
+	fs.StringVar(&f.tls.CertFile, "tls-cert", "", "PEM client certificate for etcd (which asks for one from the cluster CA) and the node, with --tls-key")
+	fs.StringVar(&f.tls.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
+}
+
+// tlsSource loads the TLS files (nil without any).
+func (f *archiveCmdFlags) tlsSource() (*tlsconfig.Source, error) {
+	if !f.tls.Enabled() {
+		return nil, nil
+	}
+	return tlsconfig.Load(f.tls)
 }
 
 // archiveSession is what a verb works with: the store, an etcd client
@@ -87,6 +101,7 @@ type archiveSession struct {
 	ctx   context.Context
 	store objstore.Store
 	etcd  *clientv3.Client
+	tls   *tlsconfig.Source // nil: plaintext
 }
 
 // etcdCallTimeout bounds each etcd call: an unreachable --etcd fails
@@ -115,8 +130,15 @@ func (f *archiveCmdFlags) open(fn func(s *archiveSession) error) error {
 		return err
 	}
 	s := &archiveSession{ctx: ctx, store: store}
+	if s.tls, err = f.tlsSource(); err != nil {
+		return err
+	}
 	if f.etcd != "" {
-		s.etcd, err = clientv3.New(clientv3.Config{Endpoints: strings.Split(f.etcd, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		cfg := clientv3.Config{Endpoints: strings.Split(f.etcd, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+		if s.tls != nil {
+			cfg.TLS = s.tls.ClientConfig()
+		}
+		s.etcd, err = clientv3.New(cfg)
 		if err != nil {
 			return fmt.Errorf("etcd %s: %w", f.etcd, err)
 		}

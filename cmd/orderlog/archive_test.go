@@ -40,7 +40,20 @@ type cliRun struct {
 // runArchiveCLI runs the test binary as `orderlog archive args...`.
 func runArchiveCLI(t *testing.T, args ...string) cliRun {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"archive"}, args...)...)
+	return runCLI(t, append([]string{"archive"}, args...)...)
+}
+
+// runCLI runs the test binary as `orderlog args...` to its end.
+func runCLI(t *testing.T, args ...string) cliRun {
+	t.Helper()
+	return runCLIInput(t, "", args...)
+}
+
+// runCLIInput is runCLI with input on the command's stdin.
+func runCLIInput(t *testing.T, input string, args ...string) cliRun {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Stdin = strings.NewReader(input)
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

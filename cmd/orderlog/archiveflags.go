@@ -20,6 +20,12 @@ type archiveFlags struct {
 	cacheBytes byteSize
 }
 
+// The S3 flags' help, the same for the node and the archive commands.
+const (
+	s3EndpointHelp = "S3-compatible endpoint URL for an s3:// archive (path-style); empty: AWS S3. Credentials come from the AWS chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)"
+	s3RegionHelp   = "S3 region (default: AWS_REGION, the profile's, else us-east-1)"
+)
+
 // noArchive is the --archive value that turns the archive off in dev.
 const noArchive = "none"
 
@@ -32,8 +38,8 @@ func (f *archiveFlags) register(fs *flag.FlagSet, inDev bool) {
 		help += " (default file://DATA/archive; \"" + noArchive + "\": no archive)"
 	}
 	fs.StringVar(&f.url, "archive", "", help)
-	fs.StringVar(&f.endpoint, "s3-endpoint", "", "S3-compatible endpoint URL for an s3:// archive (path-style); empty: AWS S3. Credentials come from the AWS chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)")
-	fs.StringVar(&f.region, "s3-region", "", "S3 region (default: AWS_REGION, the profile's, else us-east-1)")
+	fs.StringVar(&f.endpoint, "s3-endpoint", "", s3EndpointHelp)
+	fs.StringVar(&f.region, "s3-region", "", s3RegionHelp)
 	fs.Var(&f.fileBytes, "archive-file-bytes", "cut an archive file once it holds this much (512MiB, or bytes)")
 	fs.DurationVar(&f.fileAge, "archive-file-age", 10*time.Minute, "cut an archive file at the committed watermark once its first message is this old")
 	fs.DurationVar(&f.hotWindow, "archive-hot-window", 4*time.Hour, "keep archived messages on the nodes' disks this long (--retention, if set, instead)")

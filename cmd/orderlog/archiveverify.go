@@ -104,7 +104,11 @@ func runArchiveVerify(args []string) error {
 		v := &verifier{s: s, progress: *progressEvery}
 		v.sum.Archive = s.store.Describe()
 		if *grpcAddr != "" {
-			cl, err := client.Dial(*grpcAddr)
+			var opts []client.Option
+			if s.tls != nil {
+				opts = append(opts, client.WithTLS(s.tls.ClientConfig()))
+			}
+			cl, err := client.Dial(*grpcAddr, opts...)
 			if err != nil {
 				return err
 			}
@@ -409,63 +413,40 @@ func (v *verifier) checkFooter(file archivedFile, f *parquetfile.File) bool {
 }
 
 // checkRows reads every row: their offsets and digest against the footer
-// (File.Verify), and the first and last rows' ingest times against the
-// segment.
+// (File.VerifyEach), and their least and greatest ingest times against the
+// segment's bounds (rows from several ingest nodes are not in ingest-time
+// order, so the bounds are not the first and last rows' times).
 func (v *verifier) checkRows(file archivedFile, f *parquetfile.File) bool {
 	e := file.entry
-	if err := f.Verify(v.s.ctx); err != nil {
-		v.fileProblem(file, "%v", err)
-		return false
-	}
-	if e.Rows == 0 {
-		if e.FirstIngestMicros != 0 || e.LastIngestMicros != 0 {
-			v.fileProblem(file, "no rows, but the segment gives ingest times %d and %d", e.FirstIngestMicros, e.LastIngestMicros)
-			return false
+	var rows int
+	var least, greatest, first, last int64
+	err := f.VerifyEach(v.s.ctx, func(m *orderlogpb.StoredMessage) {
+		if rows == 0 {
+			first = m.IngestTimeUs
 		}
-		return true
-	}
-	first, err := rowAt(v.s.ctx, f, e.First)
-	if err == nil && first.IngestTimeUs != e.FirstIngestMicros {
-		err = fmt.Errorf("the first row (offset %d) was ingested at %d µs, the segment says %d", first.Offset, first.IngestTimeUs, e.FirstIngestMicros)
-	}
-	if err == nil {
-		last, lastErr := rowAt(v.s.ctx, f, lastRowOffset(e))
-		if err = lastErr; err == nil && last.IngestTimeUs != e.LastIngestMicros {
-			err = fmt.Errorf("the last row (offset %d) was ingested at %d µs, the segment says %d", last.Offset, last.IngestTimeUs, e.LastIngestMicros)
+		last = m.IngestTimeUs
+		if rows == 0 || m.IngestTimeUs < least {
+			least = m.IngestTimeUs
 		}
-	}
+		if rows == 0 || m.IngestTimeUs > greatest {
+			greatest = m.IngestTimeUs
+		}
+		rows++
+	})
 	if err != nil {
 		v.fileProblem(file, "%v", err)
 		return false
 	}
+	// A segment written before the bounds were the least and greatest
+	// times holds the first and last rows' times: accepted as what that
+	// version wrote.
+	asNow := least == e.FirstIngestMicros && greatest == e.LastIngestMicros
+	asBefore := first == e.FirstIngestMicros && last == e.LastIngestMicros
+	if !asNow && !asBefore {
+		v.fileProblem(file, "the rows were ingested in [%d, %d] µs, the segment says [%d, %d]", least, greatest, e.FirstIngestMicros, e.LastIngestMicros)
+		return false
+	}
 	return true
-}
-
-// lastRowOffset is the offset of e's last row (e has rows).
-func lastRowOffset(e tiering.ManifestEntry) uint64 {
-	if n := len(e.Holes); n > 0 && e.Holes[n-1].End == e.End {
-		return e.Holes[n-1].First - 1
-	}
-	return e.End - 1
-}
-
-// errGotRow stops a read after its first row.
-var errGotRow = errors.New("got the row")
-
-// rowAt reads the first row at or above offset.
-func rowAt(ctx context.Context, f *parquetfile.File, offset uint64) (*orderlogpb.StoredMessage, error) {
-	var row *orderlogpb.StoredMessage
-	err := f.Read(ctx, offset, f.Meta().End, func(m *orderlogpb.StoredMessage) error {
-		row = m
-		return errGotRow
-	})
-	if row == nil && err == nil {
-		err = fmt.Errorf("no row at or above offset %d", offset)
-	}
-	if errors.Is(err, errGotRow) {
-		err = nil
-	}
-	return row, err
 }
 
 // objectReaderAt is an io.ReaderAt over an object, read in blocks through

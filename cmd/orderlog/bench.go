@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"runtime/pprof"
 	"time"
@@ -11,7 +12,8 @@ import (
 )
 
 func runBench(args []string) error {
-	fs := newFlagSet("bench", "bench [flags]\n\nStreams messages into a running orderlog through idempotent producers and\nprints throughput and ack latency (fsync before ack, as configured on the server).")
+	fs := newFlagSet("bench", "bench [flags]\n\nStreams messages into a running orderlog through idempotent producers and\nprints throughput and ack latency (fsync before ack, as configured on the server).\n"+
+		"With --read it measures the read side against that in the same run: range reads\nfrom offset 0 over the log against the peak produce rate, and delivery to a\ntailing consumer against the ack at half that rate (medians of --rounds).")
 	var cf clientFlags
 	cf.register(fs)
 	var cfg client.LoadConfig
@@ -23,11 +25,17 @@ func runBench(args []string) error {
 	fs.IntVar(&cfg.InFlight, "inflight", 8, "unacknowledged frames per stream")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "target messages per second over all streams (0 = as fast as possible)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the load generator itself to this `file`")
+	read := fs.Bool("read", false, "measure the read side (range reads and tail latency) against the produce rate, in rounds of --duration")
+	rounds := fs.Int("rounds", 3, "with --read: rounds of each measurement (medians are printed)")
+	readLimit := fs.Uint("read-limit", 0, "with --read: most messages a range read takes from offset 0 (0 = up to the committed watermark)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if *read && (*rounds < 1 || cfg.Count > 0 || *readLimit > math.MaxUint32) {
+		return fmt.Errorf("bench --read: needs --rounds >= 1 and a --duration, not a --count; --read-limit at most %d", uint32(math.MaxUint32))
 	}
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
@@ -35,6 +43,12 @@ func runBench(args []string) error {
 			return err
 		}
 		defer stop()
+	}
+	if *read {
+		readCfg := readBenchConfig{load: cfg, rounds: *rounds, readLimit: uint32(*readLimit)}
+		return cf.withClient(func(ctx context.Context, _ *client.Client) error {
+			return runReadBench(ctx, cf.dial, readCfg)
+		})
 	}
 	return cf.withClient(func(ctx context.Context, cl *client.Client) error {
 		result, err := client.RunLoad(ctx, cl, cfg)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -281,17 +282,33 @@ func runRead(args []string) error {
 	limit := fs.Uint("limit", 100, "most messages to print (0 = up to the committed watermark)")
 	topic := fs.String("topic", "", "only this topic")
 	key := fs.String("key", "", "only this key")
+	producer := fs.Uint64("producer", 0, "only this producer's messages (its id; 0 = any)")
+	fromTime := fs.String("from-time", "", "only messages ingested at or after this time (RFC 3339)")
+	toTime := fs.String("to-time", "", "only messages ingested before this time (RFC 3339)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fromMicros, err := parseTimeFlag("from-time", *fromTime)
+	if err != nil {
+		return err
+	}
+	toMicros, err := parseTimeFlag("to-time", *toTime)
+	if err != nil {
 		return err
 	}
 	if *limit > math.MaxUint32 {
 		return fmt.Errorf("--limit %d is too large (at most %d)", *limit, uint32(math.MaxUint32))
 	}
 	return cf.withClient(func(ctx context.Context, cl *client.Client) error {
-		out := json.NewEncoder(os.Stdout)
-		print := func(page *client.Page) error { return printPage(out, page) }
-		if *topic != "" || *key != "" {
-			return cl.Query(ctx, &orderlogpb.QueryRequest{FromOffset: *from, Limit: uint32(*limit), Topic: *topic, Key: []byte(*key)}, print)
+		out := newPagePrinter(os.Stdout)
+		print := out.print
+		if *topic != "" || *key != "" || *producer != 0 || fromMicros != 0 || toMicros != 0 {
+			req := &orderlogpb.QueryRequest{FromOffset: *from, Limit: uint32(*limit), Topic: *topic, ProducerId: *producer,
+				FromTimeUs: fromMicros, ToTimeUs: toMicros}
+			if *key != "" {
+				req.Key = []byte(*key)
+			}
+			return cl.Query(ctx, req, print)
 		}
 		return cl.Read(ctx, *from, uint32(*limit), print)
 	})
@@ -326,8 +343,7 @@ func runTail(args []string) error {
 			}
 			start = status.Committed
 		}
-		out := json.NewEncoder(os.Stdout)
-		err := cl.Tail(ctx, start, func(page *client.Page) error { return printPage(out, page) })
+		err := cl.Tail(ctx, start, newPagePrinter(os.Stdout).print)
 		if ctx.Err() != nil {
 			return nil // interrupted: a normal end of a tail
 		}
@@ -392,7 +408,10 @@ func toPrinted(m *orderlogpb.StoredMessage) printedMessage {
 	return p
 }
 
-// printPage prints a page's messages and holes in offset order.
+// printPage prints a page's messages and holes in offset order through
+// encoding/json: the reference rendering. Read and tail print with
+// pagePrinter, which must print exactly the same bytes
+// (TestPagePrinterMatchesEncodingJSON).
 func printPage(out *json.Encoder, page *client.Page) error {
 	holes := page.Skipped
 	printHolesBefore := func(offset uint64) error {
@@ -417,6 +436,187 @@ func printPage(out *json.Encoder, page *client.Page) error {
 		}
 	}
 	return printHolesBefore(^uint64(0))
+}
+
+// pagePrinter prints pages as printPage does, one JSON object per line,
+// rendering each page by hand into one buffer and writing it with one
+// call: encoding/json's reflection and escaping, and a write per line,
+// took most of `orderlog read`'s time (docs/notes/read-bench.md). A page
+// printed is on its way out before the next is read, so a tail is not held
+// back by buffering.
+type pagePrinter struct {
+	out io.Writer
+	buf []byte // reused for every page
+}
+
+func newPagePrinter(out io.Writer) *pagePrinter { return &pagePrinter{out: out} }
+
+// print writes a page's messages and holes in offset order.
+func (p *pagePrinter) print(page *client.Page) error {
+	b := p.buf[:0]
+	holes := page.Skipped
+	for _, m := range page.Messages {
+		for len(holes) > 0 && holes[0].First < m.Offset {
+			b = appendSkipped(b, holes[0])
+			holes = holes[1:]
+		}
+		b = appendPrinted(b, m)
+	}
+	for _, h := range holes {
+		b = appendSkipped(b, h)
+	}
+	p.buf = b
+	_, err := p.out.Write(b)
+	return err
+}
+
+// appendSkipped appends a hole's line as printPage prints it (from a
+// map: the keys sorted).
+func appendSkipped(b []byte, h *orderlogpb.SkippedRange) []byte {
+	b = append(b, `{"skipped":{"end":`...)
+	b = strconv.AppendUint(b, h.End, 10)
+	b = append(b, `,"first":`...)
+	b = strconv.AppendUint(b, h.First, 10)
+	if h.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, h.Reason)
+	}
+	return append(b, "}}\n"...)
+}
+
+// appendPrinted appends m's line as encoding/json prints toPrinted(m): the
+// same fields in the same order, with the same ones left out.
+func appendPrinted(b []byte, m *orderlogpb.StoredMessage) []byte {
+	msg := m.Message
+	b = append(b, `{"offset":`...)
+	b = strconv.AppendUint(b, m.Offset, 10)
+	b = append(b, `,"topic":`...)
+	b = appendJSONString(b, msg.GetTopic())
+	b = appendTextOrBase64(b, "key", msg.GetKey(), true)
+	b = appendTextOrBase64(b, "value", msg.GetValue(), false)
+	if headers := msg.GetHeaders(); len(headers) > 0 {
+		b = append(b, `,"headers":[`...)
+		for i, h := range headers {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"key":`...)
+			b = appendJSONString(b, h.Key)
+			b = appendTextOrBase64(b, "value", h.Value, false)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = appendTextOrBase64(b, "message_id", msg.GetMessageId(), true)
+	if m.ProducerId != 0 { // producerSeq is nil exactly then
+		b = append(b, `,"producer_id":`...)
+		b = strconv.AppendUint(b, m.ProducerId, 10)
+		b = append(b, `,"producer_seq":`...)
+		b = strconv.AppendUint(b, m.ProducerSeq, 10)
+	}
+	// RFC 3339 holds no byte JSON escapes.
+	b = append(b, `,"ingest_time":"`...)
+	b = time.UnixMicro(m.IngestTimeUs).UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if t := msg.GetClientTimeUs(); t != 0 {
+		b = append(b, `,"client_time_us":`...)
+		b = strconv.AppendInt(b, t, 10)
+	}
+	return append(b, "}\n"...)
+}
+
+// appendTextOrBase64 appends field name with v as text if it is UTF-8,
+// else field name_base64 with v in base64 (textOrBase64); omitEmpty
+// leaves an empty text out (a string field, not a *string).
+func appendTextOrBase64(b []byte, name string, v []byte, omitEmpty bool) []byte {
+	if !utf8.Valid(v) {
+		b = append(append(append(b, `,"`...), name...), `_base64":"`...)
+		return append(base64.StdEncoding.AppendEncode(b, v), '"')
+	}
+	if omitEmpty && len(v) == 0 {
+		return b
+	}
+	b = append(append(append(b, `,"`...), name...), `":`...)
+	return appendJSONString(b, v)
+}
+
+// jsonVerbatim is 1 for the bytes encoding/json writes as they are in a
+// string with HTML escaping on (json.Encoder's default): printable ASCII
+// but '"', '\\', '<', '>' and '&'.
+var jsonVerbatim = func() (set [256]uint8) {
+	for c := 0x20; c <= 0x7f; c++ {
+		if !strings.ContainsRune(`"\<>&`, rune(c)) {
+			set[c] = 1
+		}
+	}
+	return set
+}()
+
+// verbatimRun is the length of s's leading run of bytes jsonVerbatim
+// holds, taken eight bytes per branch: a 1 KiB value spent most of its
+// time on a branch per byte.
+func verbatimRun[T []byte | string](s T) int {
+	v := &jsonVerbatim
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if v[s[i]]&v[s[i+1]]&v[s[i+2]]&v[s[i+3]]&v[s[i+4]]&v[s[i+5]]&v[s[i+6]]&v[s[i+7]] == 0 {
+			break
+		}
+	}
+	for ; i < len(s) && v[s[i]] == 1; i++ {
+	}
+	return i
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// does with HTML escaping on (its appendString): other ASCII below 0x20
+// and '<', '>', '&' as \u00XX, bytes that are not UTF-8 as \ufffd, and
+// U+2028 and U+2029 escaped.
+func appendJSONString[T []byte | string](b []byte, s T) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if n := verbatimRun(s[i:]); n > 0 {
+			i += n
+			continue
+		}
+		if c := s[i]; c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(string(s[i:min(len(s), i+utf8.UTFMax)]))
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	return append(append(b, s[start:]...), '"')
 }
 
 func runStatus(args []string) error {
@@ -446,4 +646,17 @@ func producerSeq(m *orderlogpb.StoredMessage) *uint64 {
 	}
 	seq := m.ProducerSeq
 	return &seq
+}
+
+// parseTimeFlag reads an RFC 3339 time flag as microseconds since the
+// Unix epoch (0 when empty).
+func parseTimeFlag(name, value string) (int64, error) {
+	if value == "" {
+		return 0, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q: want an RFC 3339 time such as 2026-12-03T08:00:00Z", name, value)
+	}
+	return t.UnixMicro(), nil
 }

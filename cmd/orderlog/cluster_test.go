@@ -28,6 +28,8 @@ type nodeProcess struct {
 	cluster                                  string
 	cmd                                      *exec.Cmd
 	log                                      *os.File
+	// extraArgs are added to start's flags, env to its environment.
+	extraArgs, env []string
 }
 
 // newTestCluster lays out n nodes on free loopback ports.
@@ -55,10 +57,11 @@ func (n *nodeProcess) start() {
 	// The stores' registrations outlive the test's kill: with W = 3 on
 	// three nodes, new ledgers then still find three registered stores
 	// (acknowledged at A = 2) while one node is down.
-	n.cmd = startChild(n.t, n.log, "node", "--name", n.name, "--data", n.dataDir,
+	args := []string{"node", "--name", n.name, "--data", n.dataDir,
 		"--grpc-addr", n.grpcAddr, "--http-addr", n.httpAddr,
 		"--etcd-listen-client", n.etcdClient, "--etcd-listen-peer", n.etcdPeer, "--etcd-initial-cluster", n.cluster,
-		"--store-lease-ttl", "60s", "--ingest-lease-ttl", "60s")
+		"--store-lease-ttl", "60s", "--ingest-lease-ttl", "60s"}
+	n.cmd = startChildEnv(n.t, n.log, n.env, append(args, n.extraArgs...)...)
 }
 
 func (n *nodeProcess) kill() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -27,16 +26,6 @@ type serverProcess struct {
 	httpAddr string
 	cmd      *exec.Cmd
 	log      *os.File
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // newDevProcess is an `orderlog dev` process of the test binary, not yet
@@ -76,8 +65,14 @@ func (s *serverProcess) start() {
 // killed when the test ends.
 func startChild(t *testing.T, log *os.File, args ...string) *exec.Cmd {
 	t.Helper()
+	return startChildEnv(t, log, nil, args...)
+}
+
+// startChildEnv is startChild with env added to the child's environment.
+func startChildEnv(t *testing.T, log *os.File, env []string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -33,6 +33,9 @@ type nodeFlags struct {
 	timeouts                                                     timeoutFlags
 	disk                                                         wal.DiskLimits
 	keep                                                         retentionFlags
+	encryption                                                   encryptionFlags
+	auth                                                         authFlags
+	tls                                                          tlsFlags
 	archive                                                      archiveFlags
 }
 
@@ -54,14 +57,14 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.etcd, "etcd", "", "comma-separated client addresses of an external etcd cluster (instead of an embedded member)")
 	fs.StringVar(&f.listenClient, "etcd-listen-client", "127.0.0.1:2379", "embedded etcd member: client address")
 	fs.StringVar(&f.listenPeer, "etcd-listen-peer", "", "embedded etcd member: peer address (default: this node's address in --etcd-initial-cluster, else 127.0.0.1:2380)")
-	fs.StringVar(&f.initialCluster, "etcd-initial-cluster", "", "embedded etcd member: every founding member, name=http://host:peerport,... (default: this node alone)")
+	fs.StringVar(&f.initialCluster, "etcd-initial-cluster", "", "embedded etcd member: every founding member, name=http://host:peerport,... (https:// with --tls-cert; default: this node alone)")
 	fs.StringVar(&f.clusterState, "etcd-cluster-state", etcdserver.StateNew, `embedded etcd member: "new" (a founder) or "existing" (joining a running cluster after etcdctl member add); ignored once the member has data`)
 	fs.IntVar(&f.w, "w", 0, "stores per ledger (W); 0: 3 with three or more nodes (or an external etcd), else the node count")
 	fs.IntVar(&f.a, "a", 0, "acks per entry (A); 0: a majority of W")
 	fs.IntVar(&f.commitW, "commit-w", 0, "stores per commit ledger; 0: the same as --w")
 	fs.IntVar(&f.commitA, "commit-a", 0, "acks per commit entry; 0: the same as --a")
 	fs.StringVar(&f.fsync, "fsync", wal.DefaultPolicy, `WAL fsync policy: "always,delay=<duration>", "always" or "interval=<duration>" (weaker)`)
-	fs.StringVar(&f.ackMode, "ack-mode", "quorum", `when producers are acknowledged: "quorum" (durable on the ack quorum) or "leader"`)
+	fs.StringVar(&f.ackMode, "ack-mode", "quorum", `when producers are acknowledged unless a request asks: "replicated" (also "quorum": durable on the ack quorum) or "leader"`)
 	fs.IntVar(&f.maxMessage, "max-message-bytes", 1<<20, "largest message value accepted")
 	fs.DurationVar(&f.slowSync, "slow-fsync", wal.DefaultSlowSync, "log each WAL fdatasync that takes at least this long")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve Go runtime profiles under /debug/pprof/ on the HTTP address")
@@ -69,6 +72,9 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	f.timeouts.register(fs, node.Roles{})
 	registerDiskFlag(fs, &f.disk)
 	f.keep.register(fs)
+	f.encryption.register(fs)
+	f.auth.register(fs)
+	f.tls.register(fs)
 	f.archive.register(fs, false)
 }
 
@@ -87,6 +93,13 @@ func (f *nodeFlags) config() (node.Config, error) {
 		Ingest: ingest.Config{AckMode: ingest.AckMode(f.ackMode), MaxMessageBytes: f.maxMessage}}
 	cfg.HTTPLimits.MaxMessageBytes = f.maxMessage
 	f.keep.apply(&cfg)
+	f.encryption.apply(&cfg)
+	if err := f.auth.apply(&cfg); err != nil {
+		return node.Config{}, err
+	}
+	if err := f.tls.apply(&cfg); err != nil {
+		return node.Config{}, err
+	}
 	if err := f.archive.apply(&cfg); err != nil {
 		return node.Config{}, err
 	}
@@ -103,7 +116,7 @@ func (f *nodeFlags) config() (node.Config, error) {
 			if peer == "" {
 				peer = "127.0.0.1:2380"
 			}
-			cfg.Member.InitialCluster = f.name + "=http://" + peer
+			cfg.Member.InitialCluster = f.name + "=" + scheme(cfg) + "://" + peer
 		}
 	}
 	cfg.Ingest.W, cfg.Ingest.A, cfg.Ingest.Tolerate, err = replicationFlags(f.w, f.a, cfg.Nodes())
@@ -176,7 +189,8 @@ func runNode(args []string) error {
 	}
 	defer os.Remove(pidFile)
 	fmt.Printf("orderlog node %s serving (pid %d, data in %s)\n", f.name, os.Getpid(), f.dataDir)
-	fmt.Printf("  gRPC  %s\n  HTTP  http://%s\n", server.GRPCAddr(), server.HTTPAddr())
+	fmt.Printf("  gRPC  %s\n  HTTP  %s://%s\n", server.GRPCAddr(), scheme(cfg), server.HTTPAddr())
+	reloadOnSIGHUP(signals, server, cfg)
 	if cfg.EtcdEndpoints == nil {
 		fmt.Printf("  etcd  %s\n", server.EtcdEndpoint())
 	}

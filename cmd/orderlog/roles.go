@@ -24,6 +24,8 @@ type roleFlags struct {
 	name          string
 	log           logFlags
 	timeouts      timeoutFlags
+	tls           tlsFlags
+	auth          authFlags
 }
 
 func (r *roleFlags) register(fs *flag.FlagSet, roles node.Roles, defaultGRPC, defaultHTTP, httpUse string) {
@@ -35,6 +37,8 @@ func (r *roleFlags) register(fs *flag.FlagSet, roles node.Roles, defaultGRPC, de
 	host, _ := os.Hostname()
 	fs.StringVar(&r.name, "name", host, "node name (in incarnations and ledger metadata)")
 	r.log.register(fs)
+	r.tls.register(fs)
+	r.auth.register(fs) // every role: a process serving any public service must honour --auth required
 }
 
 // observabilityUse says what every role's HTTP address serves.
@@ -48,8 +52,12 @@ func (r *roleFlags) config(roles node.Roles) (node.Config, error) {
 	if err != nil {
 		return node.Config{}, err
 	}
-	return node.Config{Roles: roles, EtcdEndpoints: strings.Split(r.etcd, ","), GRPCAddr: r.grpcAddr, AdvertiseGRPC: r.grpcAdvertise, HTTPAddr: r.httpAddr,
-		NodeName: r.name, Logger: logger}, nil
+	cfg := node.Config{Roles: roles, EtcdEndpoints: strings.Split(r.etcd, ","), GRPCAddr: r.grpcAddr, AdvertiseGRPC: r.grpcAdvertise, HTTPAddr: r.httpAddr,
+		NodeName: r.name, Logger: logger}
+	if err := r.auth.apply(&cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, r.tls.apply(&cfg)
 }
 
 func runSequencer(args []string) error {
@@ -84,13 +92,15 @@ func runIngest(args []string) error {
 	fs.IntVar(&in.W, "w", 3, "stores per ledger (W)")
 	fs.IntVar(&in.A, "a", 2, "acks per entry (A)")
 	fs.IntVar(&in.Tolerate, "tolerate", 1, "store failures to tolerate (A ≥ f+1, W ≥ 2f+1)")
-	ackMode := fs.String("ack-mode", "quorum", `"quorum" or "leader"`)
+	ackMode := fs.String("ack-mode", "quorum", `"replicated" (also "quorum") or "leader"; a request may ask for either`)
 	fsync := fs.String("fsync", wal.DefaultPolicy, `WAL fsync policy: "always,delay=<duration>", "always" or "interval=<duration>" (weaker)`)
 	fs.IntVar(&in.MaxMessageBytes, "max-message-bytes", 1<<20, "largest message value accepted")
 	var disk wal.DiskLimits
 	registerDiskFlag(fs, &disk)
 	var keep retentionFlags
 	keep.register(fs)
+	var encryption encryptionFlags
+	encryption.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -102,6 +112,7 @@ func runIngest(args []string) error {
 	cfg.Ingest, cfg.DataDir, cfg.FsyncPolicy, cfg.SlowSync, cfg.Disk = in, *dataDir, *fsync, *slowSync, disk
 	cfg.HTTPLimits.MaxMessageBytes = in.MaxMessageBytes
 	keep.apply(&cfg)
+	encryption.apply(&cfg)
 	if err := rf.timeouts.apply(&cfg); err != nil {
 		return err
 	}
@@ -131,7 +142,8 @@ func serveRole(role string, cfg node.Config) error {
 		return err
 	}
 	defer server.Close()
-	fmt.Printf("orderlog %s serving gRPC on %s, HTTP on http://%s\n", role, server.GRPCAddr(), server.HTTPAddr())
+	fmt.Printf("orderlog %s serving gRPC on %s, HTTP on %s://%s\n", role, server.GRPCAddr(), scheme(cfg), server.HTTPAddr())
+	reloadOnSIGHUP(signals, server, cfg)
 	<-signals.Done()
 	stopped()
 	fmt.Printf("orderlog %s: stopping\n", role)

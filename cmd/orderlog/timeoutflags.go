@@ -23,6 +23,8 @@ type timeoutFlags struct {
 	unreachableAfter time.Duration
 	grantSilence     time.Duration
 	releaseTimeout   time.Duration
+	httpRead         time.Duration
+	httpIdle         time.Duration
 }
 
 // defaultElectionTTL is the sequencer's default election session TTL.
@@ -52,6 +54,10 @@ func (t *timeoutFlags) register(fs *flag.FlagSet, roles node.Roles) {
 				sequencer.GrantStreamHeartbeat.String()+") this long is dropped and the leader found again")
 		fs.DurationVar(&t.releaseTimeout, "release-timeout", ingest.DefaultReleaseTimeout,
 			"ingest: a producer's previous owner that has not released it this long after it moved here has its etcd lease revoked instead")
+		fs.DurationVar(&t.httpRead, "http-read-timeout", node.DefaultHTTPReadTimeout,
+			"HTTP: a request body not read in full this long is cut off (headers: 10 s): a client sending slowly holds no connection for ever")
+		fs.DurationVar(&t.httpIdle, "http-idle-timeout", node.DefaultHTTPIdleTimeout,
+			"HTTP: a kept-alive connection idle this long is closed")
 	}
 }
 
@@ -61,6 +67,7 @@ func (t *timeoutFlags) apply(cfg *node.Config) error {
 		"election-ttl": t.electionTTL, "grant-session-timeout": t.sessionTimeout, "grant-lease": t.grantLease,
 		"close-timeout": t.closeTimeout, "ingest-lease-ttl": t.ingestLeaseTTL, "store-lease-ttl": t.storeLeaseTTL,
 		"unreachable-after": t.unreachableAfter, "grant-stream-silence": t.grantSilence, "release-timeout": t.releaseTimeout,
+		"http-read-timeout": t.httpRead, "http-idle-timeout": t.httpIdle,
 	} {
 		if d < 0 {
 			return fmt.Errorf("--%s %s: want a positive duration", name, d)
@@ -71,5 +78,6 @@ func (t *timeoutFlags) apply(cfg *node.Config) error {
 	cfg.Ingest.LeaseTTL, cfg.StoreLeaseTTL = t.ingestLeaseTTL, t.storeLeaseTTL
 	cfg.Ingest.UnreachableAfter, cfg.Ingest.GrantStreamSilence = t.unreachableAfter, t.grantSilence
 	cfg.Ingest.ReleaseTimeout = t.releaseTimeout
+	cfg.HTTPTimeouts = node.HTTPTimeouts{Read: t.httpRead, Idle: t.httpIdle}
 	return nil
 }

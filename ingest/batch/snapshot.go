@@ -12,10 +12,22 @@ import (
 // rebuilt from the ledgers after the one that holds its last snapshot.
 const KindProducerSnapshot Kind = 2
 
+// snapshotDigests is the snapshot header's flag (byte 2) saying that every
+// producer's keys are followed by their request digests. It is set exactly
+// when some producer has digests, so a snapshot has one encoding.
+const snapshotDigests = 1
+
 // EncodeSnapshot appends a producer-table snapshot to dst. The fixed header
-// is that of a record batch with no offsets and no records.
+// is that of a record batch with no offsets and no records, but for its
+// flags byte (snapshotDigests).
 func EncodeSnapshot(dst []byte, ingestTimeMicros int64, states []producer.State) ([]byte, error) {
-	dst = append(dst, Version, byte(KindProducerSnapshot), 0, 0)
+	flags := byte(0)
+	for _, s := range states {
+		if len(s.Digests) > 0 {
+			flags = snapshotDigests
+		}
+	}
+	dst = append(dst, Version, byte(KindProducerSnapshot), flags, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, 0)
 	dst = binary.LittleEndian.AppendUint32(dst, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(ingestTimeMicros))
@@ -26,6 +38,9 @@ func EncodeSnapshot(dst []byte, ingestTimeMicros int64, states []producer.State)
 		}
 		if len(s.Keys) != 0 && len(s.Keys) != len(s.Window) {
 			return nil, fmt.Errorf("batch: producer %d has %d keys for a window of %d", s.ID, len(s.Keys), len(s.Window))
+		}
+		if len(s.Digests) != 0 && len(s.Digests) != len(s.Keys) {
+			return nil, fmt.Errorf("batch: producer %d has %d digests for %d keys", s.ID, len(s.Digests), len(s.Keys))
 		}
 		dst = binary.AppendUvarint(dst, s.ID)
 		dst = binary.AppendUvarint(dst, s.Epoch)
@@ -44,6 +59,12 @@ func EncodeSnapshot(dst []byte, ingestTimeMicros int64, states []producer.State)
 		dst = binary.AppendUvarint(dst, uint64(len(s.Keys)))
 		for _, key := range s.Keys {
 			dst = appendBytes(dst, []byte(key))
+		}
+		if flags&snapshotDigests != 0 {
+			dst = binary.AppendUvarint(dst, uint64(len(s.Digests)))
+			for _, d := range s.Digests {
+				dst = binary.LittleEndian.AppendUint64(dst, d)
+			}
 		}
 	}
 	return dst, nil
@@ -66,7 +87,8 @@ func DecodeSnapshot(buf []byte) (ingestTimeMicros int64, states []producer.State
 	if err != nil {
 		return 0, nil, err
 	}
-	if kind != KindProducerSnapshot || buf[2] != 0 || buf[3] != 0 ||
+	flags := buf[2]
+	if kind != KindProducerSnapshot || flags&^snapshotDigests != 0 || buf[3] != 0 ||
 		binary.LittleEndian.Uint64(buf[4:]) != 0 || binary.LittleEndian.Uint32(buf[12:]) != 0 {
 		return 0, nil, fmt.Errorf("%w: not a producer snapshot header", ErrCorrupt)
 	}
@@ -99,7 +121,15 @@ func DecodeSnapshot(buf []byte) (ingestTimeMicros int64, states []producer.State
 		for j := uint64(0); j < keyCount && r.err == nil; j++ {
 			s.Keys = append(s.Keys, string(r.bytes()))
 		}
+		if flags&snapshotDigests != 0 {
+			if s.Digests, err = r.digests(s.ID, keyCount); err != nil {
+				return 0, nil, err
+			}
+		}
 		states = append(states, s)
+	}
+	if r.err == nil && flags&snapshotDigests != 0 && !anyDigests(states) {
+		r.err = fmt.Errorf("%w: digests flagged, none present", ErrCorrupt)
 	}
 	if r.err == nil && len(r.buf) != 0 {
 		r.err = fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(r.buf))
@@ -108,4 +138,30 @@ func DecodeSnapshot(buf []byte) (ingestTimeMicros int64, states []producer.State
 		return 0, nil, r.err
 	}
 	return ingestTimeMicros, states, nil
+}
+
+// digests reads a producer's digest list: none, or one per key.
+func (r *reader) digests(id, keyCount uint64) ([]uint64, error) {
+	count := r.uvarint()
+	if r.err != nil {
+		return nil, r.err
+	}
+	if count != 0 && count != keyCount || count > uint64(len(r.buf))/8 {
+		return nil, fmt.Errorf("%w: producer %d has %d digests for %d keys", ErrCorrupt, id, count, keyCount)
+	}
+	var digests []uint64
+	for range count {
+		digests = append(digests, binary.LittleEndian.Uint64(r.buf))
+		r.buf = r.buf[8:]
+	}
+	return digests, nil
+}
+
+func anyDigests(states []producer.State) bool {
+	for _, s := range states {
+		if len(s.Digests) > 0 {
+			return true
+		}
+	}
+	return false
 }

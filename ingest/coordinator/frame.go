@@ -26,15 +26,22 @@ type Frame struct {
 
 	acks      []*orderlogpb.Ack
 	ackStore  []orderlogpb.Ack // backs the acks of logged messages: one allocation per frame
+	digest    uint64           // an Idempotency-Key request's RequestDigest (computed by NewFrame)
 	remaining int
 	unlogged  int
 	response  *orderlogpb.ProduceResponse
 	released  bool
 }
 
-// NewFrame returns a frame for req, not yet answered.
+// NewFrame returns a frame for req, not yet answered. For a request with an
+// Idempotency-Key it computes the message's digest, on the caller's
+// goroutine (the value may be large): req must be complete (its topic set).
 func NewFrame(req *orderlogpb.ProduceRequest, owner any) *Frame {
-	return &Frame{Request: req, Owner: owner, acks: make([]*orderlogpb.Ack, len(req.Messages)), remaining: len(req.Messages)}
+	f := &Frame{Request: req, Owner: owner, acks: make([]*orderlogpb.Ack, len(req.Messages)), remaining: len(req.Messages)}
+	if req.IdempotencyKey != "" && len(req.Messages) == 1 && req.Messages[0] != nil {
+		f.digest = RequestDigest(req.Messages[0])
+	}
+	return f
 }
 
 // Response is the frame's answer once it is handed out in Ready.Answers.

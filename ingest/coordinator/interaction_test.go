@@ -26,6 +26,8 @@ import (
 //	produce producer=ID epoch=E seq=S [count=N] [frame=NAME]   a producer's frame
 //	produce key=KEY [frame=NAME]                                an Idempotency-Key frame
 //	produce count=N [frame=NAME]                                at least once
+//	  (each produce takes [ack=leader|replicated], the frame's ack mode, and
+//	  [value=V], every message's value; else "FRAME.INDEX")
 //	init producer=ID epoch=E token=T                            InitProducer after its etcd write
 //	takeover-done producer=ID epoch=E [current=E] [gen=G] [next=S window=[a,b)] [err=CODE]
 //	recorded producer=ID [err=CODE]                             a RecordStates write finished
@@ -106,14 +108,28 @@ func (e *interactionEnv) newMachine(a *scripttest.Args) error {
 func (e *interactionEnv) produce(a *scripttest.Args, _ *strings.Builder) error {
 	req := &orderlogpb.ProduceRequest{ProducerId: a.Uint("producer", 0), Epoch: a.Uint("epoch", 0),
 		FirstSeq: a.Uint("seq", 0), IdempotencyKey: a.Str("key", "")}
+	switch ack := a.Str("ack", ""); ack {
+	case "leader":
+		req.Ack = orderlogpb.AckMode_ACK_MODE_LEADER
+	case "replicated":
+		req.Ack = orderlogpb.AckMode_ACK_MODE_REPLICATED
+	case "":
+	default:
+		return fmt.Errorf("ack=%s: want leader or replicated", ack)
+	}
 	count := int(a.Uint("count", 1))
 	e.named++
 	name := a.Str("frame", fmt.Sprintf("f%d", e.named))
+	value := a.Str("value", "")
 	if err := a.Done(); err != nil {
 		return err
 	}
 	for i := range count {
-		req.Messages = append(req.Messages, &orderlogpb.Message{Value: fmt.Appendf(nil, "%s.%d", name, i)})
+		m := &orderlogpb.Message{Value: fmt.Appendf(nil, "%s.%d", name, i)}
+		if value != "" {
+			m.Value = []byte(value)
+		}
+		req.Messages = append(req.Messages, m)
 	}
 	f := NewFrame(req, name)
 	e.frames[name] = f

@@ -81,6 +81,9 @@ func (m *Machine) produceOwned(f *Frame) {
 func (m *Machine) ackEarly(b *pipeline.Batch) {
 	for i, msg := range b.Messages {
 		ref := msg.Payload.(*MessageRef)
+		if ref.Frame.Request.Ack == orderlogpb.AckMode_ACK_MODE_REPLICATED {
+			continue // acknowledged once logged
+		}
 		m.ackOffset(ref.Frame, ref.Index, b.First+uint64(i))
 	}
 }

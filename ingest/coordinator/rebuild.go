@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"slices"
 
 	"orderlog/ingest/batch"
 	"orderlog/ingest/producer"
@@ -16,7 +17,11 @@ type StateBuilder struct {
 	durableNext uint64
 	window      []uint64 // offsets of seqs [durableNext-len, durableNext)
 	keys        []string // message id (Idempotency-Key) of each window seq
+	digests     []uint64 // RequestDigest of each window seq's message (0: not known)
 	windowSize  int
+	// keepDigests: compute the RequestDigest of the records the window
+	// keeps (an idempotency bucket's; KeepDigests).
+	keepDigests bool
 }
 
 func NewStateBuilder(id uint64, windowSize int) *StateBuilder {
@@ -26,8 +31,17 @@ func NewStateBuilder(id uint64, windowSize int) *StateBuilder {
 	return &StateBuilder{id: id, windowSize: windowSize}
 }
 
+// KeepDigests makes the builder compute the request digests of the
+// messages its window keeps, as an idempotency bucket needs (IsBucketName);
+// for other producers that would hash every message replayed.
+func (b *StateBuilder) KeepDigests() { b.keepDigests = true }
+
 func (b *StateBuilder) State() producer.State {
-	return producer.State{ID: b.id, Epoch: b.epoch, DurableNext: b.durableNext, Window: b.window, Keys: b.keys}
+	state := producer.State{ID: b.id, Epoch: b.epoch, DurableNext: b.durableNext, Window: b.window, Keys: b.keys}
+	if slices.ContainsFunc(b.digests, func(d uint64) bool { return d != 0 }) {
+		state.Digests = b.digests
+	}
+	return state
 }
 
 // Apply replays one entry payload, in ledger order.
@@ -54,6 +68,10 @@ func (b *StateBuilder) Apply(payload []byte) error {
 				b.keys = append([]string(nil), s.Keys...)
 				if len(b.keys) != len(b.window) {
 					b.keys = make([]string, len(b.window))
+				}
+				b.digests = append([]uint64(nil), s.Digests...)
+				if len(b.digests) != len(b.window) {
+					b.digests = make([]uint64, len(b.window))
 				}
 			}
 		}
@@ -94,11 +112,17 @@ func (b *StateBuilder) applyRun(run batch.ProducerRun, firstOffset uint64, recor
 	for i := skip; i < uint64(run.Count); i++ {
 		b.window = append(b.window, firstOffset+i)
 		b.keys = append(b.keys, string(records[i].MessageID))
+		digest := uint64(0)
+		if b.keepDigests && int(uint64(run.Count)-i) <= b.windowSize { // else the window drops it below
+			digest = recordDigest(records[i])
+		}
+		b.digests = append(b.digests, digest)
 	}
 	b.durableNext = run.FirstSeq + uint64(run.Count)
 	if len(b.window) > b.windowSize {
 		b.window = append([]uint64(nil), b.window[len(b.window)-b.windowSize:]...)
 		b.keys = append([]string(nil), b.keys[len(b.keys)-b.windowSize:]...)
+		b.digests = append([]uint64(nil), b.digests[len(b.digests)-b.windowSize:]...)
 	}
 	return nil
 }

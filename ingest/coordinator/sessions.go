@@ -33,6 +33,7 @@ type session struct {
 	settled        bool     // state rebuilt and in the table
 	keyed          bool     // an idempotency-key bucket
 	keys           []string // its rebuilt keys, aligned with the window
+	digests        []uint64 // their request digests (or none)
 	ready          bool
 	held           []*Frame
 	snapshotLedger uint64
@@ -143,7 +144,7 @@ func (m *Machine) settle(id uint64, s *session, state producer.State) {
 	delete(m.ledger.inEntry0, id)
 	s.settled = true
 	if s.keyed {
-		s.keys = state.Keys
+		s.keys, s.digests = state.Keys, state.Digests
 	}
 	m.writeSnapshot(id, s)
 }
@@ -232,7 +233,13 @@ func (m *Machine) answerInits() {
 			continue
 		}
 		state, _ := m.table.Get(p.producer)
-		m.initDone(p, &orderlogpb.InitProducerResponse{ProducerId: p.producer, Epoch: p.epoch, NextSeq: state.DurableNext}, nil)
+		resp := &orderlogpb.InitProducerResponse{ProducerId: p.producer, Epoch: p.epoch, NextSeq: state.DurableNext}
+		if state.DurableNext > 0 {
+			if verdict, offset := m.table.Lookup(p.producer, state.DurableNext-1); verdict == producer.Duplicate {
+				resp.LastOffset = &offset
+			}
+		}
+		m.initDone(p, resp, nil)
 	}
 	clear(m.inits[len(kept):])
 	m.inits = kept

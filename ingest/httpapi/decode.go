@@ -7,8 +7,10 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"orderlog/internal/apierr"
+	"orderlog/internal/partition"
 	"orderlog/proto/orderlogpb"
 )
 
@@ -17,7 +19,7 @@ import (
 // not kept, so that a read gives back the stored bytes as JSON) or
 // `payload_base64` (raw bytes).
 type jsonMessage struct {
-	Topic         string          `json:"topic"`
+	Topic         string          `json:"topic"` // "": DefaultTopic
 	Key           string          `json:"key"`
 	Payload       json.RawMessage `json:"payload"`
 	PayloadBase64 *string         `json:"payload_base64"`
@@ -103,10 +105,14 @@ func (m *jsonMessage) toProto(limits Limits) (*orderlogpb.Message, error) {
 	if len(value) > limits.MaxMessageBytes {
 		return nil, apierr.New(apierr.MessageTooLarge, "payload of %d bytes exceeds %d", len(value), limits.MaxMessageBytes)
 	}
-	if err := ValidateTopicName(m.Topic); err != nil {
+	topic := m.Topic
+	if topic == "" {
+		topic = DefaultTopic
+	}
+	if err := ValidateTopicName(topic); err != nil {
 		return nil, err
 	}
-	msg := &orderlogpb.Message{Topic: m.Topic, Value: value, ClientTimeUs: m.ClientTimeUS}
+	msg := &orderlogpb.Message{Topic: topic, Value: value, ClientTimeUs: m.ClientTimeUS}
 	if m.Key != "" {
 		msg.Key = []byte(m.Key)
 	}
@@ -145,7 +151,13 @@ func (m *jsonMessage) value() ([]byte, error) {
 }
 
 func decodeProducerHeaders(header http.Header, call *ProduceCall) error {
-	idempotencyKey := header.Get("Idempotency-Key")
+	idempotencyKey := ""
+	if values := header.Values("Idempotency-Key"); len(values) > 0 {
+		var err error
+		if idempotencyKey, err = ParseIdempotencyKey(values[0]); err != nil {
+			return err
+		}
+	}
 	if idempotencyKey != "" && len(call.Request.Messages) != 1 {
 		return apierr.New(apierr.InvalidArgument, "Idempotency-Key names one message; send batches with Producer-* headers")
 	}
@@ -172,8 +184,14 @@ func decodeProducerHeaders(header http.Header, call *ProduceCall) error {
 	return nil
 }
 
-// strictUnmarshal decodes JSON, refusing unknown fields and trailing data.
+// strictUnmarshal decodes JSON, refusing unknown fields, trailing data and
+// bytes that are not UTF-8 (RFC 8259 §8.1; encoding/json would replace them
+// with U+FFFD, and the log would hold what the client never sent: binary
+// values go in payload_base64).
 func strictUnmarshal(body []byte, v any) error {
+	if !utf8.Valid(body) {
+		return apierr.New(apierr.MalformedRequest, "body is not UTF-8; send binary values base64-encoded (payload_base64, value_base64)")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -200,7 +218,63 @@ type ReadCall struct {
 	Request *orderlogpb.QueryRequest
 }
 
-// DecodeRead parses GET /v1/messages?offset=&limit=&topic=&key=.
+// DecodeAck parses the ack option of POST /v1/messages (?ack=): "leader",
+// "replicated" (or its older name "quorum"), or none for the node's mode.
+func DecodeAck(text string) (orderlogpb.AckMode, error) {
+	switch text {
+	case "":
+		return orderlogpb.AckMode_ACK_MODE_DEFAULT, nil
+	case "leader":
+		return orderlogpb.AckMode_ACK_MODE_LEADER, nil
+	case "replicated", "quorum":
+		return orderlogpb.AckMode_ACK_MODE_REPLICATED, nil
+	}
+	return 0, apierr.New(apierr.InvalidArgument, "ack %q: want leader or replicated", text)
+}
+
+// DecodeInitProducer parses a POST /v1/producers body.
+func DecodeInitProducer(body []byte) (*orderlogpb.InitProducerRequest, error) {
+	var in struct {
+		Name string `json:"name"`
+	}
+	if err := strictUnmarshal(body, &in); err != nil {
+		return nil, err
+	}
+	if err := ValidateProducerName(in.Name); err != nil {
+		return nil, err
+	}
+	return &orderlogpb.InitProducerRequest{Name: in.Name}, nil
+}
+
+// DecodeCreateTopic parses a POST /v1/topics body: {name, partitions} and
+// the cleanup configuration.
+func DecodeCreateTopic(body []byte) (*orderlogpb.CreateTopicRequest, error) {
+	var in struct {
+		Name              string `json:"name"`
+		Partitions        uint32 `json:"partitions"`
+		CleanupPolicy     string `json:"cleanup_policy"`
+		RetentionMs       int64  `json:"retention_ms"`
+		DeleteRetentionMs int64  `json:"delete_retention_ms"`
+		RetentionBytes    int64  `json:"retention_bytes"`
+	}
+	if err := strictUnmarshal(body, &in); err != nil {
+		return nil, err
+	}
+	if err := ValidateTopicName(in.Name); err != nil {
+		return nil, err
+	}
+	if in.Partitions > partition.Max {
+		return nil, apierr.New(apierr.InvalidArgument, "partitions %d: want 1 to %d (0 or none: %d)", in.Partitions, partition.Max, partition.Default)
+	}
+	return &orderlogpb.CreateTopicRequest{Name: in.Name, Partitions: in.Partitions, Config: &orderlogpb.TopicConfig{
+		CleanupPolicy: in.CleanupPolicy, RetentionMs: in.RetentionMs, DeleteRetentionMs: in.DeleteRetentionMs,
+		RetentionBytes: in.RetentionBytes}}, nil
+}
+
+// DecodeRead parses GET /v1/messages?offset=&limit=&topic=&key=&partition=
+// &producer=&from_time_us=&to_time_us=.
+// With partition the topic defaults to DefaultTopic (the service does that:
+// an empty topic otherwise means every topic).
 func DecodeRead(query map[string][]string, limits Limits) (*ReadCall, error) {
 	get := func(name string) string {
 		if values := query[name]; len(values) > 0 {
@@ -228,6 +302,38 @@ func DecodeRead(query map[string][]string, limits Limits) (*ReadCall, error) {
 			return nil, apierr.New(apierr.LimitTooLarge, "limit %d exceeds the maximum %d", limit, limits.MaxReadLimit)
 		}
 		req.Limit = uint32(limit)
+	}
+	for _, n := range []struct {
+		name string
+		into *int64
+	}{{"from_time_us", &req.FromTimeUs}, {"to_time_us", &req.ToTimeUs}} {
+		if text := get(n.name); text != "" {
+			t, err := strconv.ParseInt(text, 10, 64)
+			if err != nil || t < 0 {
+				return nil, apierr.New(apierr.InvalidArgument, "%s must be microseconds since the Unix epoch, got %q", n.name, text)
+			}
+			*n.into = t
+		}
+	}
+	if text := get("producer"); text != "" {
+		id, err := strconv.ParseUint(text, 10, 64)
+		if err != nil || id == 0 {
+			return nil, apierr.New(apierr.InvalidArgument, "producer must be a producer id (a positive integer), got %q", text)
+		}
+		req.ProducerId = id
+	}
+	if text := get("partition"); text != "" {
+		p, err := strconv.ParseUint(text, 10, 32)
+		if err != nil || p >= partition.Max {
+			return nil, apierr.New(apierr.InvalidArgument, "partition must be an integer from 0 to %d, got %q", partition.Max-1, text)
+		}
+		p32 := uint32(p)
+		req.Partition = &p32
+	}
+	if req.Topic != "" {
+		if err := ValidateTopicName(req.Topic); err != nil {
+			return nil, err
+		}
 	}
 	return &ReadCall{Request: req}, nil
 }

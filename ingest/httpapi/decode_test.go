@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"orderlog/internal/apierr"
@@ -72,7 +73,13 @@ func TestDecodeProduceRefusesBadInputWithStableCodes(t *testing.T) {
 		"bad_base64":         {nil, `{"topic":"t","payload_base64":"!!"}`, apierr.InvalidArgument},
 		"both_header_values": {nil, `{"topic":"t","payload":1,"headers":[{"key":"h","value":"a","value_base64":"YQ=="}]}`, apierr.InvalidArgument},
 		"bad_header_base64":  {nil, `{"topic":"t","payload":1,"headers":[{"key":"h","value_base64":"!"}]}`, apierr.InvalidArgument},
-		"no_topic":           {nil, `{"payload":1}`, apierr.InvalidArgument},
+		"empty_topic_name":   {nil, `{"topic":".","payload":1}`, apierr.InvalidArgument},
+		"not_utf8_payload":   {nil, "{\"payload\":\"\xff\xfe\"}", apierr.MalformedRequest},
+		"not_utf8_key":       {nil, "{\"key\":\"k\xc3\",\"payload\":1}", apierr.MalformedRequest},
+		"not_utf8_in_batch":  {nil, "[{\"payload\":1},{\"payload\":\"\xed\xa0\x80\"}]", apierr.MalformedRequest},
+		"long_key_header":    {http.Header{"Idempotency-Key": {strings.Repeat("k", MaxIdempotencyKeyBytes+1)}}, `{"payload":1}`, apierr.InvalidArgument},
+		"key_not_ascii":      {http.Header{"Idempotency-Key": {"caf\xc3\xa9"}}, `{"payload":1}`, apierr.InvalidArgument},
+		"key_bad_sf_string":  {http.Header{"Idempotency-Key": {`"a"b"`}}, `{"payload":1}`, apierr.InvalidArgument},
 		"bad_topic":          {nil, `{"topic":"../etc","payload":1}`, apierr.InvalidArgument},
 		"too_large":          {nil, `{"topic":"t","payload":"123456"}`, apierr.MessageTooLarge},
 		"empty_batch":        {nil, `[]`, apierr.InvalidArgument},
@@ -98,6 +105,19 @@ func TestDecodeProduceRefusesBadInputWithStableCodes(t *testing.T) {
 	}
 }
 
+// A message without a topic goes to DefaultTopic.
+func TestDecodeProduceDefaultsTheTopic(t *testing.T) {
+	call, err := DecodeProduce(http.Header{}, []byte(`[{"key":"k","payload":1},{"topic":"t","payload":2},{"topic":"","payload":3}]`), DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{DefaultTopic, "t", DefaultTopic} {
+		if got := call.Request.Messages[i].Topic; got != want {
+			t.Errorf("message %d: topic %q, want %q", i, got, want)
+		}
+	}
+}
+
 func TestDecodeRead(t *testing.T) {
 	call, err := DecodeRead(url.Values{"offset": {"42"}, "limit": {"5"}, "topic": {"t"}, "key": {"k"}}, DefaultLimits)
 	if err != nil {
@@ -110,6 +130,9 @@ func TestDecodeRead(t *testing.T) {
 		"offset=-1":      apierr.InvalidArgument,
 		"limit=0":        apierr.InvalidArgument,
 		"limit=99999999": apierr.LimitTooLarge,
+		"partition=1024": apierr.InvalidArgument,
+		"partition=-1":   apierr.InvalidArgument,
+		"topic=a%2Fb":    apierr.InvalidArgument,
 	} {
 		values, _ := url.ParseQuery(query)
 		if _, err := DecodeRead(values, DefaultLimits); codeOf(err) != want {

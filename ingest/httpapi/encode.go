@@ -10,7 +10,11 @@ import (
 	"orderlog/proto/orderlogpb"
 )
 
+// jsonAck is one message's answer: success is always true (a refusal is
+// an error answer instead), partition its virtual partition in its topic.
 type jsonAck struct {
+	Success   bool    `json:"success"`
+	Partition uint32  `json:"partition"`
 	Offset    *uint64 `json:"offset"` // null for a duplicate older than the dedup window
 	Duplicate bool    `json:"duplicate"`
 }
@@ -18,7 +22,7 @@ type jsonAck struct {
 func encodeAcks(acks []*orderlogpb.Ack, batch bool) any {
 	out := make([]jsonAck, len(acks))
 	for i, ack := range acks {
-		out[i].Duplicate = ack.Duplicate
+		out[i] = jsonAck{Success: true, Partition: ack.Partition, Duplicate: ack.Duplicate}
 		if !ack.DuplicateWithoutOffset {
 			offset := ack.Offset
 			out[i].Offset = &offset
@@ -28,6 +32,27 @@ func encodeAcks(acks []*orderlogpb.Ack, batch bool) any {
 		return out
 	}
 	return out[0]
+}
+
+type jsonPartition struct {
+	Partition uint32 `json:"partition"`
+	EndOffset uint64 `json:"end_offset"`
+}
+
+type jsonPartitions struct {
+	Topic      string          `json:"topic"`
+	Partitions []jsonPartition `json:"partitions"`
+	LogStart   uint64          `json:"log_start"`
+	Committed  uint64          `json:"committed"`
+}
+
+func encodePartitions(resp *orderlogpb.ListPartitionsResponse) jsonPartitions {
+	out := jsonPartitions{Topic: resp.Topic, Partitions: make([]jsonPartition, len(resp.Partitions)),
+		LogStart: resp.LogStart, Committed: resp.Committed}
+	for i, p := range resp.Partitions {
+		out.Partitions[i] = jsonPartition{Partition: p.Partition, EndOffset: p.EndOffset}
+	}
+	return out
 }
 
 type jsonStoredMessage struct {

@@ -18,6 +18,8 @@ import (
 // the HTTP mapping; the real service is exercised by the end-to-end tests.
 type recordingService struct {
 	produced []*orderlogpb.ProduceRequest
+	queries  []*orderlogpb.QueryRequest
+	topics   []*orderlogpb.CreateTopicRequest
 	refuse   error
 }
 
@@ -37,7 +39,8 @@ func (s *recordingService) Produce(_ context.Context, req *orderlogpb.ProduceReq
 	return acks, nil
 }
 
-func (s *recordingService) Query(context.Context, *orderlogpb.QueryRequest) (*orderlogpb.ReadResponse, error) {
+func (s *recordingService) Query(_ context.Context, req *orderlogpb.QueryRequest) (*orderlogpb.ReadResponse, error) {
+	s.queries = append(s.queries, req)
 	return &orderlogpb.ReadResponse{
 		Messages: []*orderlogpb.StoredMessage{
 			{Offset: 5, Message: &orderlogpb.Message{Topic: "t", Value: []byte(`{"x":1}`)}},
@@ -51,12 +54,18 @@ func (s *recordingService) Query(context.Context, *orderlogpb.QueryRequest) (*or
 func (s *recordingService) Status(context.Context) (*orderlogpb.StatusResponse, error) {
 	return &orderlogpb.StatusResponse{Epoch: 4, Committed: 9}, s.refuse
 }
-func (s *recordingService) CreateTopic(context.Context, string, *orderlogpb.TopicConfig) error {
-	return s.refuse
+func (s *recordingService) CreateTopic(_ context.Context, req *orderlogpb.CreateTopicRequest) (*orderlogpb.Topic, error) {
+	s.topics = append(s.topics, req)
+	return &orderlogpb.Topic{Name: req.Name, Partitions: max(req.Partitions, 16)}, s.refuse
 }
-func (s *recordingService) ListTopics(context.Context) ([]string, error) {
-	return []string{"a", "b"}, s.refuse
+func (s *recordingService) ListTopics(context.Context) ([]*orderlogpb.Topic, error) {
+	return []*orderlogpb.Topic{{Name: "a", Partitions: 16}, {Name: "b", Partitions: 4}}, s.refuse
 }
+func (s *recordingService) ListPartitions(_ context.Context, req *orderlogpb.ListPartitionsRequest) (*orderlogpb.ListPartitionsResponse, error) {
+	return &orderlogpb.ListPartitionsResponse{Topic: req.Topic, Committed: 9, LogStart: 2,
+		Partitions: []*orderlogpb.PartitionInfo{{Partition: 0, EndOffset: 9}, {Partition: 1, EndOffset: 9}}}, s.refuse
+}
+func (s *recordingService) IdempotencyWindow() (int, int) { return 1024, 64 }
 
 func serve(t *testing.T, svc Service, method, target, body string, header http.Header) *httptest.ResponseRecorder {
 	t.Helper()
@@ -202,4 +211,113 @@ func mustBase64(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// The specified API: POST {key?, payload} without a topic goes to the
+// default topic and is answered {success, partition, offset}; reads and
+// topics take partitions.
+func TestSpecifiedProduceReadAndTopicShapes(t *testing.T) {
+	svc := &recordingService{}
+	rec := serve(t, svc, "POST", "/v1/messages?ack=leader", `{"key":"user-42","payload":{"n":1}}`, nil)
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"success":true,"partition":0,"offset":100,"duplicate":false}` {
+		t.Fatalf("produce: %d %s", rec.Code, rec.Body)
+	}
+	if req := svc.produced[0]; req.Messages[0].Topic != DefaultTopic || req.Ack != orderlogpb.AckMode_ACK_MODE_LEADER {
+		t.Fatalf("request %+v", req)
+	}
+	for text, want := range map[string]orderlogpb.AckMode{"replicated": orderlogpb.AckMode_ACK_MODE_REPLICATED, "quorum": orderlogpb.AckMode_ACK_MODE_REPLICATED} {
+		serve(t, svc, "POST", "/v1/messages?ack="+text, `{"payload":1}`, nil)
+		if got := svc.produced[len(svc.produced)-1].Ack; got != want {
+			t.Fatalf("ack=%s: %v", text, got)
+		}
+	}
+	if rec := serve(t, svc, "POST", "/v1/messages?ack=all", `{"payload":1}`, nil); rec.Code != 400 {
+		t.Fatalf("ack=all: %d %s", rec.Code, rec.Body)
+	}
+	rec = serve(t, svc, "GET", "/v1/messages?partition=5&offset=12345&limit=100", "", nil)
+	if q := svc.queries[0]; rec.Code != 200 || q.Partition == nil || *q.Partition != 5 || q.FromOffset != 12345 || q.Limit != 100 || q.Topic != "" {
+		t.Fatalf("read by partition: %d %+v", rec.Code, q)
+	}
+	for _, bad := range []string{"partition=-1", "partition=x", "partition=1024", "topic=a/b"} {
+		if rec := serve(t, svc, "GET", "/v1/messages?"+bad, "", nil); rec.Code != 400 {
+			t.Errorf("%s: %d %s", bad, rec.Code, rec.Body)
+		}
+	}
+	rec = serve(t, svc, "POST", "/v1/topics", `{"name":"orders","partitions":32}`, nil)
+	if rec.Code != 201 || strings.TrimSpace(rec.Body.String()) != `{"name":"orders","partitions":32}` || svc.topics[0].Partitions != 32 {
+		t.Fatalf("create: %d %s", rec.Code, rec.Body)
+	}
+	for _, bad := range []string{`{"name":"x","partitions":-1}`, `{"name":"x","partitions":1025}`, `{"name":"x","partitions":"4"}`} {
+		if rec := serve(t, svc, "POST", "/v1/topics", bad, nil); rec.Code != 400 {
+			t.Errorf("%s: %d %s", bad, rec.Code, rec.Body)
+		}
+	}
+	if rec := serve(t, svc, "GET", "/v1/topics", "", nil); !strings.Contains(rec.Body.String(), `{"name":"b","partitions":4}`) {
+		t.Fatalf("list: %s", rec.Body)
+	}
+	rec = serve(t, svc, "GET", "/v1/topics/orders/partitions", "", nil)
+	want := `{"topic":"orders","partitions":[{"partition":0,"end_offset":9},{"partition":1,"end_offset":9}],"log_start":2,"committed":9}`
+	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
+		t.Fatalf("partitions: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// Bodies that are not UTF-8 and names beyond their limits are refused with
+// 400 before anything reaches the service.
+func TestNotUTF8AndLongNamesAreRefused(t *testing.T) {
+	svc := &recordingService{}
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/messages", "{\"payload\":\"\xff\xfe\"}"},
+		{"POST", "/v1/messages", "[{\"payload\":1},{\"key\":\"\xc3\",\"payload\":2}]"},
+		{"POST", "/v1/producers", "{\"name\":\"\xff\"}"},
+		{"POST", "/v1/producers", `{"name":"` + strings.Repeat("n", 100<<10) + `"}`},
+		{"POST", "/v1/producers", `{"name":"` + strings.Repeat("n", MaxProducerNameBytes+1) + `"}`},
+		{"POST", "/v1/producers", `{"name":""}`},
+		{"POST", "/v1/topics", `{"name":"` + strings.Repeat("t", MaxTopicNameLength+1) + `"}`},
+		{"POST", "/v1/topics", "{\"name\":\"t\",\"cleanup_policy\":\"\xff\"}"},
+	} {
+		rec := serve(t, svc, tc.method, tc.path, tc.body, nil)
+		if rec.Code != 400 {
+			t.Errorf("%s %s %.40q: %d %s", tc.method, tc.path, tc.body, rec.Code, rec.Body)
+		}
+	}
+	if rec := serve(t, svc, "POST", "/v1/producers", `{"name":"`+strings.Repeat("n", MaxProducerNameBytes)+`"}`, nil); rec.Code != 200 {
+		t.Errorf("a name at the limit: %d %s", rec.Code, rec.Body)
+	}
+	for _, key := range []string{strings.Repeat("k", MaxIdempotencyKeyBytes+1), "\"unterminated", "tab\there", "caf\xc3\xa9"} {
+		rec := serve(t, svc, "POST", "/v1/messages", `{"payload":1}`, http.Header{"Idempotency-Key": {key}})
+		if rec.Code != 400 {
+			t.Errorf("Idempotency-Key %.20q: %d %s", key, rec.Code, rec.Body)
+		}
+	}
+	if len(svc.produced) != 0 || len(svc.topics) != 0 {
+		t.Fatalf("refused requests reached the service: %d produced, %d topics", len(svc.produced), len(svc.topics))
+	}
+}
+
+// An Idempotency-Key is taken bare or as the draft's sf-string, and every
+// answer to a keyed request says how long keys are remembered.
+func TestIdempotencyKeyFormsAndWindowHeader(t *testing.T) {
+	svc := &recordingService{}
+	for value, want := range map[string]string{`order-17`: "order-17", `"order-17"`: "order-17", `"a \"q\" \\ b"`: `a "q" \ b`} {
+		rec := serve(t, svc, "POST", "/v1/messages", `{"payload":1}`, http.Header{"Idempotency-Key": {value}})
+		if rec.Code != 200 || rec.Header().Get(IdempotencyWindowHeader) != "keys=1024, buckets=64" {
+			t.Fatalf("%s: %d %s %v", value, rec.Code, rec.Body, rec.Header())
+		}
+		if got := svc.produced[len(svc.produced)-1].IdempotencyKey; got != want {
+			t.Errorf("%s: key %q, want %q", value, got, want)
+		}
+	}
+	svc.refuse = apierr.New(apierr.IdempotencyKeyReused, "different body")
+	rec := serve(t, svc, "POST", "/v1/messages", `{"payload":2}`, http.Header{"Idempotency-Key": {"order-17"}})
+	if rec.Code != 422 || !strings.Contains(rec.Body.String(), `"IDEMPOTENCY_KEY_REUSED"`) || rec.Header().Get(IdempotencyWindowHeader) == "" {
+		t.Fatalf("reused: %d %s", rec.Code, rec.Body)
+	}
+	svc.refuse = apierr.New(apierr.IdempotencyKeyInFlight, "in flight")
+	if rec := serve(t, svc, "POST", "/v1/messages", `{"payload":1}`, http.Header{"Idempotency-Key": {"order-17"}}); rec.Code != 409 {
+		t.Fatalf("in flight: %d %s", rec.Code, rec.Body)
+	}
+	if rec := serve(t, &recordingService{}, "POST", "/v1/messages", `{"payload":1}`, nil); rec.Header().Get(IdempotencyWindowHeader) != "" {
+		t.Fatalf("window header on an unkeyed request")
+	}
 }

@@ -2,6 +2,11 @@ package httpapi
 
 import "orderlog/internal/apierr"
 
+// DefaultTopic is the topic of a message that names none (HTTP and gRPC
+// alike). It is created on first use like any topic, with the default
+// partition count; reads and partition listings of it create it too.
+const DefaultTopic = "default"
+
 // MaxTopicNameLength bounds topic names; they become Parquet partition paths.
 const MaxTopicNameLength = 200
 

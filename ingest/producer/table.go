@@ -74,6 +74,11 @@ type State struct {
 	// key of each seq in Window (same length); empty for other producers.
 	// The table does not keep keys: the ingest node does.
 	Keys []string
+	// Digests, aligned with Keys (or empty), are the digests of the
+	// requests that used them (coordinator.RequestDigest): a key reused
+	// with another body is refused. 0: not known (a key remembered from
+	// before digests were kept).
+	Digests []uint64
 }
 
 type producerState struct {

@@ -34,6 +34,9 @@ type clusterState struct {
 	topicStarts         TopicStarts
 	topicStartsRevision int64
 	topicStartsErr      error
+	// noArchive: the pass found no archive (no head) and moves the start
+	// uncapped, so the move requires that none began meanwhile.
+	noArchive bool
 }
 
 // readCheckpointPointer reads the sequencer's checkpoint pointer's ledger
@@ -112,6 +115,9 @@ func moveStart(ctx context.Context, cli *clientv3.Client, st clusterState, start
 	}
 	cmps := append(leading(electionKey), clientv3.Compare(clientv3.ModRevision(keys.LogStart), "=", st.startRevision),
 		clientv3.Compare(clientv3.ModRevision(keys.Retained), "=", st.retained.ModRevision))
+	if st.noArchive {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(keys.TieringHead), "=", 0))
+	}
 	resp, err := cli.Txn(ctx).If(cmps...).
 		Then(clientv3.OpPut(keys.LogStart, strconv.FormatUint(start, 10)), clientv3.OpPut(keys.Retained, value)).Commit()
 	if err != nil {

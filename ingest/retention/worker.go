@@ -40,8 +40,19 @@ type Config struct {
 	Interval time.Duration
 	// Archived, if set, returns the archived watermark T (and false
 	// before the archive has one): the log start never passes it, as
-	// reads below the start are then served from the archive.
+	// reads below the start are then served from the archive. It caps
+	// the start whenever an archive exists, whether or not this process
+	// archives: another node's worker may be the one elected.
 	Archived func(context.Context) (uint64, bool, error)
+	// AwaitArchive: this process archives, so before the archive has a
+	// watermark the start waits where it is. Without it, and with no
+	// archive yet, the start moves (and its move fails if an archive
+	// begins meanwhile).
+	AwaitArchive bool
+	// HotWindow is the age limit while an archive exists and Policy has
+	// none: archived messages stay on the disks this long. It applies
+	// whichever node archives.
+	HotWindow time.Duration
 	// DeleteGrace: ledgers are deleted only below a log start that stood
 	// this long, and once closed this long. Default 1 s; negative: none.
 	DeleteGrace time.Duration
@@ -202,9 +213,14 @@ func (w *Worker) Pass(ctx context.Context) error {
 	for id := range state.retained.pinned(now, w.cfg.DeleteGrace) {
 		pinned[id] = true
 	}
-	ceiling, capped, err := w.ceiling(ctx, state.start)
+	ceiling, capped, archived, err := w.ceiling(ctx, state.start)
 	if err != nil {
 		return err
+	}
+	state.noArchive = w.cfg.Archived != nil && !capped
+	policy := w.cfg.Policy
+	if archived && policy.Age == 0 {
+		policy.Age = w.cfg.HotWindow
 	}
 	in := Input{Ledgers: state.ledgers, Deleting: state.deleting, Pinned: pinned, Retained: state.retained.ids(),
 		Committed: committed, Start: state.start, Ceiling: ceiling, Capped: capped, Now: now, DeleteUpTo: w.stoodStart(state.start, now), Grace: w.cfg.DeleteGrace,
@@ -212,7 +228,7 @@ func (w *Worker) Pass(ctx context.Context) error {
 	if w.cfg.DeleteGrace == 0 {
 		in.DeleteUpTo = math.MaxUint64 // the new start, in this pass
 	}
-	decision := Plan(in, w.cfg.Policy)
+	decision := Plan(in, policy)
 	// Neither the topics' records nor their starts may stop deletion: the
 	// disk would fill. Without the policies the start waits (the retained
 	// set needs them); without the starts the set drops less.
@@ -237,6 +253,12 @@ func (w *Worker) Pass(ctx context.Context) error {
 		// start: the rebuild before it may take a while.
 		w.noteStart(decision.Start, w.cfg.Now())
 		w.cfg.Logger.Info("retention: log start moved", "from", state.start, "to", decision.Start)
+	} else if decision.Start > state.start {
+		// The start waits (no policies): nothing at or above the start
+		// that stands may be deleted, whatever the grace.
+		in.DeleteUpTo = min(in.DeleteUpTo, state.start)
+		decision = Plan(in, policy)
+		decision.Start = state.start
 	}
 	w.recoverAbandoned(ctx, state)
 	w.cfg.Metrics.observeStart(decision.Start)
@@ -262,20 +284,24 @@ func (w *Worker) Pass(ctx context.Context) error {
 	return nil
 }
 
-// ceiling is the archived watermark the log start must not pass (false:
-// no archive); before the archive has one, the current start.
-func (w *Worker) ceiling(ctx context.Context, start uint64) (uint64, bool, error) {
+// ceiling is the archived watermark the log start must not pass (capped
+// false: no archive); before the archive has one, the current start if
+// this process archives (AwaitArchive), else none. archived: the archive
+// has a watermark.
+func (w *Worker) ceiling(ctx context.Context, start uint64) (ceiling uint64, capped, archived bool, err error) {
 	if w.cfg.Archived == nil {
-		return 0, false, nil
+		return 0, false, false, nil
 	}
 	t, ok, err := w.cfg.Archived(ctx)
-	if err != nil {
-		return 0, false, fmt.Errorf("read the archived watermark: %w", err)
+	switch {
+	case err != nil:
+		return 0, false, false, fmt.Errorf("read the archived watermark: %w", err)
+	case ok:
+		return t, true, true, nil
+	case w.cfg.AwaitArchive:
+		return start, true, false, nil
 	}
-	if !ok {
-		return start, true, nil
-	}
-	return t, true, nil
+	return 0, false, false, nil
 }
 
 // unmarkPinned reads the producer records again once the pass's ledgers

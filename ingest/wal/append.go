@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 )
 
 // Entry is one ledger entry as a writer appends it.
@@ -69,6 +70,15 @@ func (s *Store) appendAsync(e Entry, recovery, remote bool) *Ticket {
 	}
 	r := Record{Type: RecordEntry, Ledger: e.Ledger, Entry: e.ID, Span: e.Span, LAC: e.LAC, Payload: e.Payload}
 	var header [RecordHeaderSize]byte
+	if keys := s.cfg.Keys; keys != nil {
+		// Sealed outside the lock, like the checksum, into a pooled buffer
+		// the payload is copied out of under it.
+		r.Flags, r.Payload = flagEncrypted, nil // the header's bytes [8, 52) are the additional data
+		sealed := getSealBuffer(len(e.Payload) + sealedOverhead)
+		defer putSealBuffer(sealed)
+		r.Payload = keys.seal(*sealed, appendRecordHeader(header[:0], &r), e.Payload)
+		*sealed = r.Payload
+	}
 	framed := appendRecordHeader(header[:0], &r)
 	for {
 		s.mu.Lock()
@@ -296,4 +306,24 @@ func (s *Store) Ledgers() []uint64 {
 	s.mu.Unlock()
 	slices.Sort(ids)
 	return ids
+}
+
+// Seal buffers are pooled like batch buffers: the sealed payload lives
+// only until enqueueFramedLocked has copied it into the batch.
+var sealBuffers sync.Pool
+
+func getSealBuffer(size int) *[]byte {
+	if b, ok := sealBuffers.Get().(*[]byte); ok && cap(*b) >= size {
+		*b = (*b)[:0]
+		return b
+	}
+	b := make([]byte, 0, max(size, 4<<10))
+	return &b
+}
+
+func putSealBuffer(b *[]byte) {
+	if cap(*b) > 4<<20 {
+		return // do not pin huge buffers
+	}
+	sealBuffers.Put(b)
 }

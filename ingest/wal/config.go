@@ -52,6 +52,12 @@ type Config struct {
 	// Disk sets the marks at which the store's disk counts as full
 	// (disk.go).
 	Disk DiskLimits
+	// Keys, if not nil, encrypt entry payloads at rest with AES-256-GCM
+	// under the current key (crypt.go); every key id the journal holds
+	// records under must be among them, or Open fails with a *KeyError.
+	// Nil: payloads are written in clear, and a journal holding encrypted
+	// records does not open.
+	Keys *Keys
 }
 
 // DefaultSlowSync is the default Config.SlowSync: an fdatasync that long

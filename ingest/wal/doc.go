@@ -23,6 +23,10 @@
 //     refuses new ledgers and other nodes' appends (*DiskFullError);
 //   - the gRPC service (service.go) implementing proto/wal.proto, served
 //     with Serve or registered with NewService;
+//   - encryption at rest (crypt.go, keycheck.go): with Config.Keys, entry
+//     payloads are sealed with AES-256-GCM on append and opened on read,
+//     so every client of the store sees plaintext; Open refuses a journal
+//     whose keys it lacks (*KeyError);
 //   - the directory: an flock on <dir>/LOCK (lock.go) keeps a second Store
 //     out, and walfs is the filesystem seam (OS, or the crashable CrashFS
 //     the tests use to drop unsynced data and inject errors).
@@ -44,7 +48,8 @@
 //   - Payloads are held in memory only until they are written; reads go
 //     back to the segment files.
 //
-// What it must never do: decode a payload, answer Absent for an entry it
+// What it must never do: decode a payload (beyond decrypting it), serve
+// bytes of a sealed payload that did not authenticate, answer Absent for an entry it
 // once acknowledged, or acknowledge an append before the data is durable
 // under the "always" policy.
 package wal

@@ -49,9 +49,14 @@ func Open(cfg Config) (*Store, error) {
 	if err := writeFileAtomic(s.fs, s.dir, cookieName, encodeCookie(running)); err != nil {
 		return nil, fmt.Errorf("wal: write cookie: %w", err)
 	}
-	next, err := s.recover()
+	probes := keyProbes{}
+	next, err := s.recover(probes)
 	if err != nil {
 		return nil, fmt.Errorf("wal: recover: %w", err)
+	}
+	if err := s.checkKeys(probes); err != nil {
+		s.closeReaders()
+		return nil, err
 	}
 	if n := len(s.mu.segments); n > 0 {
 		s.mu.checkpointed = s.mu.segments[n-1] // recovery checkpointed every segment it kept
@@ -74,8 +79,9 @@ func Open(cfg Config) (*Store, error) {
 }
 
 // recover loads every existing segment into the index and returns the
-// sequence number for the next segment.
-func (s *Store) recover() (next uint32, err error) {
+// sequence number for the next segment; probes learns each segment's entry
+// records to check the keys with.
+func (s *Store) recover(probes keyProbes) (next uint32, err error) {
 	names, err := s.fs.List(s.dir)
 	if err != nil {
 		return 0, err
@@ -109,10 +115,11 @@ func (s *Store) recover() (next uint32, err error) {
 			for _, m := range x.metas {
 				s.mu.idx.apply(m, seq, x.incarnation)
 			}
+			probes.note(seq, x.metas)
 			s.mu.segments = append(s.mu.segments, seq)
 			continue
 		}
-		kept, err := s.scanAndSeal(seq, tail)
+		kept, err := s.scanAndSeal(seq, tail, probes)
 		if err != nil {
 			return 0, err
 		}
@@ -183,7 +190,7 @@ func (s *Store) readCheckpoint(seq uint32) *segmentIndex {
 // scanAndSeal verifies segment seq record by record, truncates a torn tail
 // (tail segment only), applies what it found and writes its checkpoint.
 // kept is false if the segment was removed (an empty or headerless tail).
-func (s *Store) scanAndSeal(seq uint32, tail bool) (kept bool, err error) {
+func (s *Store) scanAndSeal(seq uint32, tail bool, probes keyProbes) (kept bool, err error) {
 	name := segmentName(seq)
 	b, err := readWholeFile(s.fs, s.path(name))
 	if err != nil {
@@ -215,6 +222,7 @@ func (s *Store) scanAndSeal(seq uint32, tail bool) (kept bool, err error) {
 	for _, m := range res.metas {
 		s.mu.idx.apply(m, seq, res.header.incarnation)
 	}
+	probes.note(seq, res.metas)
 	if tail && len(res.metas) == 0 {
 		s.fs.Remove(s.path(indexName(seq)))
 		return false, s.removeFile(name)
@@ -244,4 +252,14 @@ func (s *Store) removeFile(name string) error {
 		return err
 	}
 	return s.fs.SyncDir(s.dir)
+}
+
+// closeReaders closes the read handles of a store that does not open.
+func (s *Store) closeReaders() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for seq, f := range s.mu.readers {
+		f.Close()
+		delete(s.mu.readers, seq)
+	}
 }

@@ -130,18 +130,36 @@ func (s *Store) LastEntry(ledger uint64) LedgerState {
 	return st
 }
 
-// readRecord reads and verifies the record at pos.
+// readRecord reads and verifies the record at pos, and decrypts its
+// payload if it is sealed.
 func (s *Store) readRecord(pos position) (Record, error) {
+	r, buf, err := s.readRaw(pos)
+	if err != nil || r.Flags&flagEncrypted == 0 {
+		return r, err
+	}
+	if r.Payload, err = s.cfg.Keys.open(buf, r.Payload); err != nil {
+		if ke, ok := err.(*KeyError); ok {
+			ke.Segment, ke.NoKeys = segmentName(pos.seg), s.cfg.Keys == nil
+		}
+		return Record{}, &CorruptionError{Segment: segmentName(pos.seg), Offset: int64(pos.off), Length: int64(pos.size),
+			Ledger: r.Ledger, Entry: r.Entry, Attributed: true, Err: err}
+	}
+	return r, nil
+}
+
+// readRaw reads and verifies the record at pos; a sealed payload stays
+// sealed. buf holds the encoded record, which r aliases.
+func (s *Store) readRaw(pos position) (r Record, buf []byte, err error) {
 	f, err := s.reader(pos.seg)
 	if err != nil {
-		return Record{}, err
+		return Record{}, nil, err
 	}
-	buf := make([]byte, pos.size)
+	buf = make([]byte, pos.size)
 	if n, err := f.ReadAt(buf, int64(pos.off)); n < len(buf) {
 		if err == nil {
 			err = io.ErrUnexpectedEOF
 		}
-		return Record{}, fmt.Errorf("wal: read %s at %d: %w", segmentName(pos.seg), pos.off, err)
+		return Record{}, nil, fmt.Errorf("wal: read %s at %d: %w", segmentName(pos.seg), pos.off, err)
 	}
 	r, n, err := decodeRecord(buf)
 	if err == nil && n != len(buf) {
@@ -149,10 +167,10 @@ func (s *Store) readRecord(pos position) (Record, error) {
 	}
 	if err != nil {
 		ledger, entry, ok := peekHeader(buf)
-		return Record{}, &CorruptionError{Segment: segmentName(pos.seg), Offset: int64(pos.off), Length: int64(pos.size),
+		return Record{}, nil, &CorruptionError{Segment: segmentName(pos.seg), Offset: int64(pos.off), Length: int64(pos.size),
 			Ledger: ledger, Entry: entry, Attributed: ok, Err: err}
 	}
-	return r, nil
+	return r, buf, nil
 }
 
 // reader returns a read handle on segment seq, opening it once.

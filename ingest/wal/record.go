@@ -12,7 +12,7 @@ import (
 //	4  u32 crc32c   Castagnoli, over bytes [8, 8+length)
 //	8  u8  version  recordVersion
 //	9  u8  type     RecordType
-//	10 u16 flags    reserved, 0
+//	10 u16 flags    bit 0: payload encrypted (crypt.go); others 0
 //	12 u64 ledger
 //	20 i64 entry
 //	28 u64 span first
@@ -52,7 +52,9 @@ type Span struct {
 
 // Record is one decoded journal record. Payload aliases the decoded buffer.
 type Record struct {
-	Type    RecordType
+	Type RecordType
+	// Flags: flagEncrypted if Payload is sealed (crypt.go).
+	Flags   uint16
 	Ledger  uint64
 	Entry   int64
 	Span    Span
@@ -68,6 +70,7 @@ var (
 	errChecksum    = errors.New("wal: record checksum mismatch")
 	errBadVersion  = errors.New("wal: unknown record version")
 	errBadType     = errors.New("wal: unknown record type")
+	errBadFlags    = errors.New("wal: unknown record flags")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -79,7 +82,8 @@ func appendRecordHeader(buf []byte, r *Record) []byte {
 	start := len(buf)
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(recordBodyFixed+len(r.Payload)))
 	buf = binary.LittleEndian.AppendUint32(buf, 0) // crc, filled below
-	buf = append(buf, recordVersion, byte(r.Type), 0, 0)
+	buf = append(buf, recordVersion, byte(r.Type))
+	buf = binary.LittleEndian.AppendUint16(buf, r.Flags)
 	buf = binary.LittleEndian.AppendUint64(buf, r.Ledger)
 	buf = binary.LittleEndian.AppendUint64(buf, uint64(r.Entry))
 	buf = binary.LittleEndian.AppendUint64(buf, r.Span.First)
@@ -98,7 +102,7 @@ func decodeRecord(b []byte) (Record, int, error) {
 		return Record{}, 0, errShortRecord
 	}
 	length := binary.LittleEndian.Uint32(b)
-	if length < recordBodyFixed || length > recordBodyFixed+MaxPayload {
+	if length < recordBodyFixed || length > recordBodyFixed+MaxPayload+sealedOverhead {
 		return Record{}, 0, errBadLength
 	}
 	total := recordPrefixSize + int(length)
@@ -114,6 +118,7 @@ func decodeRecord(b []byte) (Record, int, error) {
 	}
 	r := Record{
 		Type:    RecordType(body[1]),
+		Flags:   binary.LittleEndian.Uint16(body[2:]),
 		Ledger:  binary.LittleEndian.Uint64(body[4:]),
 		Entry:   int64(binary.LittleEndian.Uint64(body[12:])),
 		Span:    Span{First: binary.LittleEndian.Uint64(body[20:]), End: binary.LittleEndian.Uint64(body[28:])},
@@ -122,6 +127,9 @@ func decodeRecord(b []byte) (Record, int, error) {
 	}
 	if !r.Type.valid() {
 		return Record{}, 0, errBadType
+	}
+	if r.Flags&^knownFlags != 0 || (r.Flags != 0 && r.Type != RecordEntry) {
+		return Record{}, 0, errBadFlags
 	}
 	return r, total, nil
 }

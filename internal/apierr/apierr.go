@@ -32,22 +32,30 @@ const (
 
 // The catalogue. Keep it sorted by class, then name.
 const (
-	Unavailable        Code = "UNAVAILABLE"         // no leader, store unreachable, shutting down
-	Timeout            Code = "TIMEOUT"             // the outcome is unknown; retry with the same seq
-	DiskFull           Code = "DISK_FULL"           // the node's WAL disk is above its high-water mark; nothing was logged
-	InvalidArgument    Code = "INVALID_ARGUMENT"    // malformed field values
-	MalformedRequest   Code = "MALFORMED_REQUEST"   // undecodable protobuf/JSON body
-	MessageTooLarge    Code = "MESSAGE_TOO_LARGE"   // one message over the configured limit
-	BatchTooLarge      Code = "BATCH_TOO_LARGE"     // a request frame over the configured limit
-	LimitTooLarge      Code = "LIMIT_TOO_LARGE"     // a read limit over the configured maximum
-	OffsetOutOfRange   Code = "OFFSET_OUT_OF_RANGE" // an offset at or beyond C, or below retention
-	OutOfOrderSequence Code = "OUT_OF_ORDER_SEQUENCE"
-	ProducerFenced     Code = "PRODUCER_FENCED" // a newer epoch of the producer exists
-	UnknownProducer    Code = "UNKNOWN_PRODUCER"
-	ProducerExpired    Code = "PRODUCER_EXPIRED" // idle past the expiry: InitProducer again
-	UnknownTopic       Code = "UNKNOWN_TOPIC"
-	TopicExists        Code = "TOPIC_EXISTS"
-	Internal           Code = "INTERNAL"
+	Unavailable            Code = "UNAVAILABLE"               // no leader, store unreachable, shutting down
+	Timeout                Code = "TIMEOUT"                   // the outcome is unknown; retry with the same seq
+	DiskFull               Code = "DISK_FULL"                 // the node's WAL disk is above its high-water mark; nothing was logged
+	IdempotencyKeyInFlight Code = "IDEMPOTENCY_KEY_IN_FLIGHT" // the first request with this key has no outcome yet; retry later
+	InvalidArgument        Code = "INVALID_ARGUMENT"          // malformed field values
+	MalformedRequest       Code = "MALFORMED_REQUEST"         // undecodable protobuf/JSON body
+	MessageTooLarge        Code = "MESSAGE_TOO_LARGE"         // one message over the configured limit
+	BatchTooLarge          Code = "BATCH_TOO_LARGE"           // a request frame over the configured limit
+	LimitTooLarge          Code = "LIMIT_TOO_LARGE"           // a read limit over the configured maximum
+	IdempotencyKeyReused   Code = "IDEMPOTENCY_KEY_REUSED"    // the key names a request with another body; nothing was logged
+	OffsetOutOfRange       Code = "OFFSET_OUT_OF_RANGE"       // an offset at or beyond C, or below retention
+	OutOfOrderSequence     Code = "OUT_OF_ORDER_SEQUENCE"
+	ProducerFenced         Code = "PRODUCER_FENCED" // a newer epoch of the producer exists
+	UnknownProducer        Code = "UNKNOWN_PRODUCER"
+	ProducerExpired        Code = "PRODUCER_EXPIRED" // idle past the expiry: InitProducer again
+	UnknownTopic           Code = "UNKNOWN_TOPIC"
+	TopicExists            Code = "TOPIC_EXISTS"
+	StaleGeneration        Code = "STALE_GENERATION" // a group commit from a generation the group has left behind
+	NotAssigned            Code = "NOT_ASSIGNED"     // a group commit for a partition not assigned to the member
+	UnknownGroup           Code = "UNKNOWN_GROUP"
+	QuotaExceeded          Code = "QUOTA_EXCEEDED"    // the principal is over its bytes/s quota; retry after retry_after_ms
+	Unauthenticated        Code = "UNAUTHENTICATED"   // no credentials, or bad ones (nothing says which)
+	PermissionDenied       Code = "PERMISSION_DENIED" // the principal lacks the ACL for the call; nothing was logged or served
+	Internal               Code = "INTERNAL"
 )
 
 type mapping struct {
@@ -57,22 +65,30 @@ type mapping struct {
 }
 
 var catalogue = map[Code]mapping{
-	Unavailable:        {ClassRetry, codes.Unavailable, http.StatusServiceUnavailable},
-	Timeout:            {ClassRetry, codes.DeadlineExceeded, http.StatusGatewayTimeout},
-	DiskFull:           {ClassRetry, codes.ResourceExhausted, http.StatusServiceUnavailable},
-	InvalidArgument:    {ClassClient, codes.InvalidArgument, http.StatusBadRequest},
-	MalformedRequest:   {ClassClient, codes.InvalidArgument, http.StatusBadRequest},
-	MessageTooLarge:    {ClassClient, codes.InvalidArgument, http.StatusRequestEntityTooLarge},
-	BatchTooLarge:      {ClassClient, codes.InvalidArgument, http.StatusRequestEntityTooLarge},
-	LimitTooLarge:      {ClassClient, codes.InvalidArgument, http.StatusBadRequest},
-	OffsetOutOfRange:   {ClassClient, codes.OutOfRange, http.StatusRequestedRangeNotSatisfiable},
-	OutOfOrderSequence: {ClassClient, codes.FailedPrecondition, http.StatusConflict},
-	ProducerFenced:     {ClassClient, codes.FailedPrecondition, http.StatusConflict},
-	UnknownProducer:    {ClassClient, codes.NotFound, http.StatusNotFound},
-	ProducerExpired:    {ClassClient, codes.FailedPrecondition, http.StatusGone},
-	UnknownTopic:       {ClassClient, codes.NotFound, http.StatusNotFound},
-	TopicExists:        {ClassClient, codes.AlreadyExists, http.StatusConflict},
-	Internal:           {ClassServer, codes.Internal, http.StatusInternalServerError},
+	Unavailable:            {ClassRetry, codes.Unavailable, http.StatusServiceUnavailable},
+	Timeout:                {ClassRetry, codes.DeadlineExceeded, http.StatusGatewayTimeout},
+	DiskFull:               {ClassRetry, codes.ResourceExhausted, http.StatusServiceUnavailable},
+	IdempotencyKeyInFlight: {ClassRetry, codes.Aborted, http.StatusConflict},
+	InvalidArgument:        {ClassClient, codes.InvalidArgument, http.StatusBadRequest},
+	MalformedRequest:       {ClassClient, codes.InvalidArgument, http.StatusBadRequest},
+	MessageTooLarge:        {ClassClient, codes.InvalidArgument, http.StatusRequestEntityTooLarge},
+	BatchTooLarge:          {ClassClient, codes.InvalidArgument, http.StatusRequestEntityTooLarge},
+	LimitTooLarge:          {ClassClient, codes.InvalidArgument, http.StatusBadRequest},
+	IdempotencyKeyReused:   {ClassClient, codes.InvalidArgument, http.StatusUnprocessableEntity},
+	OffsetOutOfRange:       {ClassClient, codes.OutOfRange, http.StatusRequestedRangeNotSatisfiable},
+	OutOfOrderSequence:     {ClassClient, codes.FailedPrecondition, http.StatusConflict},
+	ProducerFenced:         {ClassClient, codes.FailedPrecondition, http.StatusConflict},
+	UnknownProducer:        {ClassClient, codes.NotFound, http.StatusNotFound},
+	ProducerExpired:        {ClassClient, codes.FailedPrecondition, http.StatusGone},
+	UnknownTopic:           {ClassClient, codes.NotFound, http.StatusNotFound},
+	TopicExists:            {ClassClient, codes.AlreadyExists, http.StatusConflict},
+	StaleGeneration:        {ClassClient, codes.FailedPrecondition, http.StatusConflict},
+	NotAssigned:            {ClassClient, codes.FailedPrecondition, http.StatusConflict},
+	UnknownGroup:           {ClassClient, codes.NotFound, http.StatusNotFound},
+	QuotaExceeded:          {ClassRetry, codes.ResourceExhausted, http.StatusTooManyRequests},
+	Unauthenticated:        {ClassClient, codes.Unauthenticated, http.StatusUnauthorized},
+	PermissionDenied:       {ClassClient, codes.PermissionDenied, http.StatusForbidden},
+	Internal:               {ClassServer, codes.Internal, http.StatusInternalServerError},
 }
 
 // Error is an API error. Details carries machine-readable data, for example

@@ -3,6 +3,7 @@ package apierr
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 // httpBody is the JSON shape of every HTTP error answer.
@@ -21,8 +22,9 @@ type httpBody struct {
 // HTTP clients and proxies retry a 503 and honour the header, and the
 // code tells it from UNAVAILABLE. A full disk frees space only when
 // retention deletes ledgers, so a client had better pause (or go to
-// another node) than spin.
-var retryAfter = map[Code]string{DiskFull: "1"}
+// another node) than spin. IDEMPOTENCY_KEY_IN_FLIGHT (409) waits for the
+// first request's outcome, which takes about an ack's latency.
+var retryAfter = map[Code]string{DiskFull: "1", IdempotencyKeyInFlight: "1"}
 
 // WriteHTTP answers an HTTP request with err, mapped through the catalogue.
 func WriteHTTP(w http.ResponseWriter, err error) {
@@ -37,6 +39,19 @@ func WriteHTTP(w http.ResponseWriter, err error) {
 	if after, ok := retryAfter[apiErr.Code]; ok {
 		w.Header().Set("Retry-After", after)
 	}
+	if ms, ok := apiErr.Details["retry_after_ms"]; ok && apiErr.Code == QuotaExceeded {
+		w.Header().Set("Retry-After", retryAfterSeconds(ms))
+	}
 	w.WriteHeader(apiErr.HTTPStatus())
 	_ = json.NewEncoder(w).Encode(body)
+}
+
+// retryAfterSeconds rounds a retry_after_ms detail up to whole seconds, as
+// the Retry-After header counts them.
+func retryAfterSeconds(ms string) string {
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n <= 0 {
+		return "1"
+	}
+	return strconv.FormatInt((n+999)/1000, 10)
 }

@@ -294,7 +294,8 @@ func (p *httpProducer) post(ctx context.Context, path string, header http.Header
 	switch {
 	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
 		return json.Unmarshal(raw, out)
-	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout:
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusRequestTimeout,
+		resp.StatusCode == http.StatusConflict && bytes.Contains(raw, []byte(`"IDEMPOTENCY_KEY_IN_FLIGHT"`)): // the first try has no outcome yet
 		return fmt.Errorf("%s: %s", resp.Status, raw) // ours to retry
 	default:
 		return fatalError{fmt.Errorf("%s %s: %s", path, resp.Status, bytes.TrimSpace(raw))}

@@ -18,9 +18,12 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"orderlog/internal/tlsconfig"
 )
 
 // ErrNotReady is returned by Start when the server does not become ready in
@@ -51,8 +54,9 @@ type Config struct {
 	// this member's address in InitialCluster, or a free loopback port for a
 	// single member.
 	PeerAddr string
-	// InitialCluster lists every founding member, "name=http://host:port,...",
-	// each with the peer URL its peers reach it at. Empty: a single member.
+	// InitialCluster lists every founding member, "name=http://host:port,..."
+	// (https:// with TLS), each with the peer URL its peers reach it at.
+	// Empty: a single member.
 	InitialCluster string
 	// ClusterState is StateNew (default) or StateExisting.
 	ClusterState string
@@ -60,6 +64,13 @@ type Config struct {
 	// multi-member cluster, for a quorum of members). Default 30 s for a
 	// single member, 10 min for a cluster.
 	ReadyTimeout time.Duration
+	// TLS, if set, serves clients and peers over TLS with these files: both
+	// must present a certificate that chains to its CA, and peers one
+	// that names the address they connect from (etcd checks it). The
+	// server reads the certificate and key again at each handshake, the
+	// CA only at Start. Every InitialCluster URL must then be https://.
+	// The server's own clients (NewClient) use it too. Zero: plaintext.
+	TLS tlsconfig.Config
 }
 
 // Validate fills defaults and rejects nonsense.
@@ -69,6 +80,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Name == "" {
 		c.Name = "orderlog"
+	}
+	if err := c.TLS.ValidateServer(); err != nil {
+		return err
 	}
 	if c.ClientAddr == "" {
 		c.ClientAddr = "127.0.0.1:0"
@@ -89,6 +103,11 @@ func (c *Config) Validate() error {
 		if !ok {
 			return fmt.Errorf("etcdserver: member %q is not in the initial cluster %q", c.Name, c.InitialCluster)
 		}
+		for _, name := range MemberNames(members) {
+			if u := members[name]; u.Scheme != c.scheme() {
+				return fmt.Errorf("etcdserver: member %s's peer URL %s: want %s:// (TLS %v)", name, u.String(), c.scheme(), c.TLS.Enabled())
+			}
+		}
 		if c.PeerAddr == "" {
 			c.PeerAddr = self.Host
 		}
@@ -100,6 +119,14 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// scheme is the URL scheme of the server's client and peer URLs.
+func (c *Config) scheme() string {
+	if c.TLS.Enabled() {
+		return "https"
+	}
+	return "http"
 }
 
 // Members is how many founding members the cluster has (1 without
@@ -149,6 +176,7 @@ func MemberNames(members map[string]url.URL) []string {
 // Server is a running embedded etcd server.
 type Server struct {
 	etcd *embed.Etcd
+	tls  *tlsconfig.Source // nil: plaintext
 }
 
 // Start starts the server and waits until it serves clients.
@@ -160,8 +188,19 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var source *tlsconfig.Source
+	if cfg.TLS.Enabled() {
+		if source, err = tlsconfig.Load(cfg.TLS); err != nil {
+			return nil, err
+		}
+	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
+		if source != nil { // etcd only logs why a peer refused this member
+			if refused := peerHandshakeError(cfg, source); refused != nil {
+				return nil, fmt.Errorf("start embedded etcd: %w (%v)", err, refused)
+			}
+		}
 		return nil, fmt.Errorf("start embedded etcd: %w", err)
 	}
 	select {
@@ -170,7 +209,7 @@ func Start(cfg Config) (*Server, error) {
 		e.Close()
 		return nil, ErrNotReady
 	}
-	return &Server{etcd: e}, nil
+	return &Server{etcd: e, tls: source}, nil
 }
 
 // embedConfig maps cfg onto etcd's own configuration.
@@ -189,10 +228,14 @@ func embedConfig(cfg Config) (*embed.Config, error) {
 		}
 		peerAddr = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
+	clientURL := url.URL{Scheme: cfg.scheme(), Host: cfg.ClientAddr}
 	ec.ListenClientUrls = []url.URL{clientURL}
 	ec.AdvertiseClientUrls = []url.URL{advertised(clientURL, peerAddr)}
-	ec.ListenPeerUrls = []url.URL{{Scheme: "http", Host: peerAddr}}
+	ec.ListenPeerUrls = []url.URL{{Scheme: cfg.scheme(), Host: peerAddr}}
+	if cfg.TLS.Enabled() {
+		info := transport.TLSInfo{CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile, TrustedCAFile: cfg.TLS.CAFile, ClientCertAuth: true}
+		ec.ClientTLSInfo, ec.PeerTLSInfo = info, info
+	}
 	if cfg.InitialCluster == "" {
 		ec.AdvertisePeerUrls = ec.ListenPeerUrls
 		ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
@@ -234,17 +277,34 @@ func HasMember(dir string) bool {
 
 // Endpoint is the client URL, with the real port when port 0 was asked for.
 func (s *Server) Endpoint() string {
-	return "http://" + s.etcd.Clients[0].Addr().String()
+	return s.scheme() + "://" + s.etcd.Clients[0].Addr().String()
 }
 
-// NewClient returns a client connected to this server. Close every client
-// before Close, or Close blocks for several seconds.
+// PeerAddr is the host:port the member listens on for its peers.
+func (s *Server) PeerAddr() string {
+	return s.etcd.Peers[0].Addr().String()
+}
+
+func (s *Server) scheme() string {
+	if s.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// NewClient returns a client connected to this server (with the server's
+// own certificate under TLS). Close every client before Close, or Close
+// blocks for several seconds.
 func (s *Server) NewClient() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:   []string{s.Endpoint()},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(), // retries during failover are expected
-	})
+	}
+	if s.tls != nil {
+		cfg.TLS = s.tls.ClientConfig()
+	}
+	return clientv3.New(cfg)
 }
 
 // Close stops the server.

@@ -30,7 +30,7 @@ func (s *Server) Restart() error {
 	cfg := s.etcd.Config()
 	// Port 0 was resolved when the server first started: clients know the
 	// real port, so the member must come back on it.
-	client := url.URL{Scheme: "http", Host: s.etcd.Clients[0].Addr().String()}
+	client := url.URL{Scheme: s.scheme(), Host: s.etcd.Clients[0].Addr().String()}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	e, err := embed.StartEtcd(&cfg)
 	if err != nil {

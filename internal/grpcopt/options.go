@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 )
@@ -50,13 +51,21 @@ var reconnect = grpc.ConnectParams{
 	MinConnectTimeout: 2 * time.Second,
 }
 
-// DialOptions are the options of every orderlog gRPC client connection
-// (plaintext: orderlog runs inside a trusted network). Every call on the
-// connection uses orderlog's codec (a call may still force its own).
-func DialOptions() []grpc.DialOption {
+// DialOptions are the options of a plaintext orderlog gRPC client
+// connection (DialOptionsWith(nil)).
+func DialOptions() []grpc.DialOption { return DialOptionsWith(nil) }
+
+// DialOptionsWith are the options of every orderlog gRPC client
+// connection, made with creds (nil: plaintext, orderlog's default on
+// loopback). Every call on the connection uses orderlog's codec (a call
+// may still force its own).
+func DialOptionsWith(creds credentials.TransportCredentials) []grpc.DialOption {
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	return []grpc.DialOption{
 		grpc.WithConnectParams(reconnect),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{}),
 			grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 		experimental.WithBufferPool(sharedPool),

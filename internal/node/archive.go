@@ -36,6 +36,9 @@ type ArchiveConfig struct {
 	Interval time.Duration
 }
 
+// defaultHotWindow keeps archived messages on the disks 4 h.
+const defaultHotWindow = 4 * time.Hour
+
 func (c *ArchiveConfig) withDefaults() {
 	if c.FileBytes <= 0 {
 		c.FileBytes = 512 << 20
@@ -44,7 +47,7 @@ func (c *ArchiveConfig) withDefaults() {
 		c.FileAge = 10 * time.Minute
 	}
 	if c.HotWindow <= 0 {
-		c.HotWindow = 4 * time.Hour
+		c.HotWindow = defaultHotWindow
 	}
 }
 
@@ -75,8 +78,12 @@ func (s *Server) startArchive(ctx context.Context) error {
 	s.archive = archive
 	metrics := tiering.NewMetrics(nil)
 	s.tieringMetrics = metrics
+	name := s.cfg.NodeName
+	if s.store != nil {
+		name += "/" + s.store.StoreID() // as retention's: unique even if two nodes share a name
+	}
 	w, err := tiering.New(tiering.Config{Etcd: s.cli, Store: store, Log: rawLog{s.reader}, LogStart: s.reader.LogStart,
-		Name: s.cfg.NodeName, Cut: tiering.CutPolicy{FileBytes: s.cfg.Archive.FileBytes, FileAge: s.cfg.Archive.FileAge},
+		Name: name, Cut: tiering.CutPolicy{FileBytes: s.cfg.Archive.FileBytes, FileAge: s.cfg.Archive.FileAge},
 		Writer: parquetfile.WriterOptions{}, TempDir: filepath.Join(dir, "tiering"), Interval: s.cfg.Archive.Interval,
 		Logger: s.logger, Metrics: metrics})
 	if err != nil {

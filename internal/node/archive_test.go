@@ -88,8 +88,18 @@ func TestReadsBelowTheLogStartComeFromTheArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
+	audit, err := c.NewProducer(ctx, "audit", client.ProducerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer audit.Close()
 	var last uint64
 	for i := range 300 {
+		if i%10 == 0 {
+			if _, err := audit.Produce(ctx, &orderlogpb.Message{Topic: "audit", Value: fmt.Appendf(nil, "audit %d", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		frame := []*orderlogpb.Message{
 			{Topic: "orders", Key: fmt.Appendf(nil, "k%d", i%7), Value: fmt.Appendf(nil, "order %d %0400d", i, i),
 				Headers: []*orderlogpb.Header{{Key: "h", Value: []byte("1")}, {Key: "h", Value: nil}}, ClientTimeUs: int64(1000 + i)},
@@ -105,8 +115,36 @@ func TestReadsBelowTheLogStartComeFromTheArchive(t *testing.T) {
 	hot := readRange(t, ctx, c, 0, nil)
 	byKey := &orderlogpb.QueryRequest{FromOffset: 0, Key: []byte("k3")}
 	hotKey := readRange(t, ctx, c, 0, byKey)
-	if len(hot.messages) != 600 || len(hotKey.messages) == 0 {
+	if len(hot.messages) != 630 || len(hotKey.messages) == 0 {
 		t.Fatalf("hot read: %d messages, %d of key k3", len(hot.messages), len(hotKey.messages))
+	}
+	// A query by producer and one by ingest time, as users ask them.
+	var auditID uint64
+	for _, m := range hot.messages {
+		if m.Message.Topic == "audit" {
+			auditID = m.ProducerId
+		}
+	}
+	byProducer := &orderlogpb.QueryRequest{ProducerId: auditID}
+	hotProducer := readRange(t, ctx, c, 0, byProducer)
+	for _, m := range hotProducer.messages {
+		if m.ProducerId != auditID || m.Message.Topic != "audit" {
+			t.Fatalf("the query by producer %d answered %v", auditID, m)
+		}
+	}
+	if len(hotProducer.messages) != 30 {
+		t.Fatalf("the query by producer %d answered %d messages, want 30", auditID, len(hotProducer.messages))
+	}
+	byTime := &orderlogpb.QueryRequest{FromTimeUs: hot.messages[100].IngestTimeUs, ToTimeUs: hot.messages[400].IngestTimeUs}
+	hotTime := readRange(t, ctx, c, 0, byTime)
+	want := 0
+	for _, m := range hot.messages {
+		if m.IngestTimeUs >= byTime.FromTimeUs && m.IngestTimeUs < byTime.ToTimeUs {
+			want++
+		}
+	}
+	if n := len(hotTime.messages); n != want || n == 0 {
+		t.Fatalf("the query by ingest time answered %d messages, the read holds %d in its window", n, want)
 	}
 
 	waitUntil(t, 60*time.Second, "the log archived and its ledgers deleted", func() bool {
@@ -122,6 +160,12 @@ func TestReadsBelowTheLogStartComeFromTheArchive(t *testing.T) {
 	}
 	if err := sameRead(hotKey, readRange(t, ctx, c, 0, byKey)); err != nil {
 		t.Fatalf("the query by key from the archive differs from the hot one: %v", err)
+	}
+	if err := sameRead(hotProducer, readRange(t, ctx, c, 0, byProducer)); err != nil {
+		t.Fatalf("the query by producer from the archive differs from the hot one: %v", err)
+	}
+	if err := sameRead(hotTime, readRange(t, ctx, c, 0, byTime)); err != nil {
+		t.Fatalf("the query by ingest time from the archive differs from the hot one: %v", err)
 	}
 	files, _ := filepath.Glob(filepath.Join(archiveDir, "dt=*", "*.parquet"))
 	manifests, _ := filepath.Glob(filepath.Join(archiveDir, tiering.ManifestDir, "*.json"))

@@ -137,7 +137,7 @@ func (c *Config) validateStoreLease() error {
 
 // etcdServerConfig is the embedded etcd server's configuration.
 func (c *Config) etcdServerConfig() etcdserver.Config {
-	cfg := etcdserver.Config{Dir: c.etcdDir(), ClientAddr: c.EtcdAddr}
+	cfg := etcdserver.Config{Dir: c.etcdDir(), ClientAddr: c.EtcdAddr, TLS: c.TLS.Config}
 	if c.Member.InitialCluster != "" {
 		cfg.Name, cfg.InitialCluster = c.NodeName, c.Member.InitialCluster
 		cfg.PeerAddr, cfg.ClusterState = c.Member.PeerAddr, c.Member.ClusterState

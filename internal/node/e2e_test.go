@@ -229,7 +229,8 @@ func TestBadInputGetsStableCodesAndServerStaysHealthy(t *testing.T) {
 		want apierr.Code
 	}{
 		{&orderlogpb.ProduceRequest{RequestId: 1}, apierr.InvalidArgument},
-		{&orderlogpb.ProduceRequest{RequestId: 2, Messages: []*orderlogpb.Message{msg("", "", "x")}}, apierr.InvalidArgument},
+		{&orderlogpb.ProduceRequest{RequestId: 2, Messages: []*orderlogpb.Message{msg("a/b", "", "x")}}, apierr.InvalidArgument},
+		{&orderlogpb.ProduceRequest{RequestId: 8, Ack: 9, Messages: []*orderlogpb.Message{msg("t", "", "x")}}, apierr.InvalidArgument},
 		{&orderlogpb.ProduceRequest{RequestId: 3, Messages: []*orderlogpb.Message{{Topic: "t", Value: make([]byte, 2<<20)}}}, apierr.MessageTooLarge},
 		{&orderlogpb.ProduceRequest{RequestId: 6, Messages: []*orderlogpb.Message{{Topic: "t", Value: []byte("x"),
 			Headers: []*orderlogpb.Header{{Key: "h", Value: make([]byte, ingest.MaxMetadataBytes)}}}}}, apierr.MessageTooLarge},
@@ -659,7 +660,7 @@ func TestIdempotencyKeyAnswersTheOriginalOffsetAcrossRestarts(t *testing.T) {
 		t.Fatalf("second key: %s", other)
 	}
 	code, again := post(s, "order-17", `{"amount":5}`)
-	want := fmt.Sprintf(`{"offset":%d,"duplicate":true}`, firstAck.Offset)
+	want := fmt.Sprintf(`{"success":true,"partition":0,"offset":%d,"duplicate":true}`, firstAck.Offset)
 	if code != 200 || strings.TrimSpace(again) != want {
 		t.Fatalf("retry: %d %s, want %s", code, again, want)
 	}

@@ -50,8 +50,9 @@ const (
 // peerWatch remembers when this node last found a majority of the nodes
 // without the etcd quorum.
 type peerWatch struct {
-	self         string       // this node's advertised gRPC address
-	lastMajority atomic.Int64 // unix nanoseconds; 0: never
+	self         string            // this node's advertised gRPC address
+	dial         []grpc.DialOption // how peers are dialed; nil: plaintext
+	lastMajority atomic.Int64      // unix nanoseconds; 0: never
 	// lastAsked is when the last round that ended began (unix ns).
 	lastAsked atomic.Int64
 
@@ -107,6 +108,13 @@ func (p *peerWatch) listEvery(ctx context.Context, cli *clientv3.Client) {
 	}
 }
 
+func (p *peerWatch) dialOptions() []grpc.DialOption {
+	if p.dial == nil {
+		return grpcopt.DialOptions()
+	}
+	return p.dial
+}
+
 // setPeers keeps a connection to each address and closes the others'.
 func (p *peerWatch) setPeers(addrs []string) {
 	p.mu.Lock()
@@ -125,7 +133,7 @@ func (p *peerWatch) setPeers(addrs []string) {
 		if _, ok := p.mu.conns[addr]; ok {
 			continue
 		}
-		if conn, err := grpc.NewClient(addr, grpcopt.DialOptions()...); err == nil {
+		if conn, err := grpc.NewClient(addr, p.dialOptions()...); err == nil {
 			p.mu.conns[addr] = conn
 		}
 	}

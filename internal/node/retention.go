@@ -82,17 +82,14 @@ func (s *Server) startRetention(ctx context.Context) {
 	commits := s.reader.Commits()
 	s.retentionMetrics = retention.NewMetrics(nil)
 	policy := s.cfg.Retention.Policy
-	var archived func(context.Context) (uint64, bool, error)
-	if s.archive != nil {
-		// Archived offsets stay on the nodes' disks for the hot window
-		// (--retention, if set, instead); the start never passes T.
-		archived = s.archivedWatermark
-		if policy.Age == 0 {
-			policy.Age = s.cfg.Archive.HotWindow
-		}
+	// Archived offsets stay on the nodes' disks for the hot window
+	// (--retention, if set, instead), whichever node archives.
+	hotWindow := s.cfg.Archive.HotWindow
+	if hotWindow <= 0 {
+		hotWindow = defaultHotWindow
 	}
 	w, err := retention.New(retention.Config{Etcd: s.cli, Stores: s.dialer, Name: s.cfg.NodeName + "/" + s.store.StoreID(),
-		Policy: policy, Archived: archived, ProducerExpiry: max(0, s.cfg.Ingest.ProducerExpiry), Interval: s.cfg.Retention.Interval,
+		Policy: policy, Archived: s.archivedWatermark, AwaitArchive: s.archive != nil, HotWindow: hotWindow, ProducerExpiry: max(0, s.cfg.Ingest.ProducerExpiry), Interval: s.cfg.Retention.Interval,
 		DeleteGrace: s.cfg.Retention.DeleteGrace,
 		Committed: func() (uint64, bool) {
 			epoch, committed := commits.Committed()

@@ -6,6 +6,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,14 +26,18 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"orderlog/consumer"
 	"orderlog/ingest"
 	"orderlog/ingest/httpapi"
 	"orderlog/ingest/ledger"
 	"orderlog/ingest/retention"
 	"orderlog/ingest/wal"
+	"orderlog/internal/auth"
 	"orderlog/internal/etcdserver"
 	"orderlog/internal/event"
 	"orderlog/internal/grpcopt"
+	"orderlog/internal/tlsconfig"
+	"orderlog/proto/orderlogpb"
 	"orderlog/proto/walpb"
 	"orderlog/reader"
 	"orderlog/sequencer"
@@ -86,11 +91,17 @@ type Config struct {
 	// Ingest tunes the ingest node (limits, ack mode, batching) and the
 	// replication of its ledgers (W, A, Tolerate; default W = A = 1).
 	Ingest ingest.Config
+	// Auth says when the public services need credentials (auth.go).
+	Auth AuthConfig
+	// HTTPTimeouts bound slow and idle HTTP clients (0: the defaults).
+	HTTPTimeouts HTTPTimeouts
 	// Commit is the replication of the sequencer's commit ledger; its
 	// ensemble is chosen from the registered stores. Default W = A = 1.
 	Commit Replication
 	// HTTPLimits bounds HTTP requests.
 	HTTPLimits httpapi.Limits
+	// TLS secures every port of the process (tls.go); zero: plaintext.
+	TLS TLSConfig
 	// Pprof serves Go's runtime profiles under /debug/pprof/ on the HTTP
 	// address (off by default: profiles reveal internals).
 	Pprof bool
@@ -122,6 +133,11 @@ type Config struct {
 	// SegmentSize is the WAL journal's segment size (default 64 MiB): space
 	// is freed a segment at a time, once no live ledger has records in it.
 	SegmentSize int64
+	// EncryptionKeyFile, if set, encrypts the WAL store's entry payloads
+	// at rest under the keys in this file (wal.ParseKeys): a store that
+	// holds records under keys the file lacks does not open. Empty: no
+	// encryption.
+	EncryptionKeyFile string
 }
 
 // Replication is W, A and the store failures tolerated.
@@ -159,6 +175,11 @@ func (c *Config) Validate() error {
 	if _, err := wal.ParsePolicy(c.FsyncPolicy); err != nil {
 		return err
 	}
+	if c.EncryptionKeyFile != "" {
+		if _, err := wal.LoadKeyFile(c.EncryptionKeyFile); err != nil {
+			return err
+		}
+	}
 	if c.Roles.Sequencer {
 		if err := c.Commit.Validate(); err != nil {
 			return fmt.Errorf("commit ledger replication: %w", err)
@@ -174,6 +195,9 @@ func (c *Config) Validate() error {
 		if err := (Replication{W: c.Ingest.W, A: c.Ingest.A, Tolerate: c.Ingest.Tolerate}).Validate(); err != nil {
 			return fmt.Errorf("ledger replication: %w", err)
 		}
+	}
+	if err := c.validateTLS(); err != nil {
+		return err
 	}
 	if err := c.validateStoreLease(); err != nil {
 		return err
@@ -191,6 +215,7 @@ type Server struct {
 	readiness    *readiness
 	etcd         *etcdserver.Server
 	cli          *clientv3.Client
+	tls          *tlsconfig.Source // nil: plaintext (tls.go)
 	store        *wal.Store
 	disk         *diskAdmission
 	storeService *wal.Service
@@ -217,6 +242,10 @@ type Server struct {
 	heard  sequencer.LeaderHeard
 	ingest *ingest.Node
 	reader *reader.Reader
+	// auth authenticates and authorizes the public services (auth.go).
+	auth *authGuard
+	// consumers serves consumer groups (with the reader).
+	consumers *consumer.Service
 	// retentionMetrics are the retention worker's (nil without one).
 	retentionMetrics *retention.Metrics
 	// archive serves reads below the log start, and tieringMetrics are
@@ -256,6 +285,9 @@ func (s *Server) start() error {
 	if err := s.lockDataDir(); err != nil {
 		return err
 	}
+	if err := s.loadTLS(); err != nil {
+		return err
+	}
 	if err := s.connectEtcd(); err != nil {
 		return err
 	}
@@ -263,14 +295,21 @@ func (s *Server) start() error {
 	if s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("listen gRPC: %w", err)
 	}
-	s.grpc = grpc.NewServer(append(grpcopt.ServerOptions(), grpcServerKeepalive()...)...)
+	if s.auth, err = newAuthGuard(ctx, s.cli, s.cfg.Auth); err != nil { // auth.go
+		return fmt.Errorf("load credentials: %w", err)
+	}
+	s.cfg.Ingest.Authorize = s.auth
+	s.grpc = grpc.NewServer(append(append(append(grpcopt.ServerOptions(), s.tlsServerOptions()...), grpcServerKeepalive()...), s.auth.serverOptions()...)...)
 	s.registerObservability(s.grpc)
+	if s.cfg.Roles.Ingest || s.cfg.Roles.Reader { // the roles with public APIs
+		orderlogpb.RegisterAuthServer(s.grpc, &authService{store: auth.NewStore(s.cli), logger: s.logger})
+	}
 	if s.cfg.Roles.Ingest {
 		if err := s.openStore(ctx); err != nil {
 			return err
 		}
 	}
-	s.grpcDialer = ledger.NewGRPCDialer()
+	s.grpcDialer = ledger.NewGRPCDialer(grpcopt.DialOptionsWith(s.peerCredentials())...)
 	resolving, err := newResolvingDialer(ctx, s.cli, s.grpcDialer)
 	if err != nil {
 		return err
@@ -282,28 +321,33 @@ func (s *Server) start() error {
 	if err := s.startRoles(ctx); err != nil {
 		return err
 	}
+	s.watchTLS(ctx)
 	s.quorum.lastOK.Store(time.Now().UnixNano())
 	go s.readiness.run(ctx)
 	s.watches.Go(func() { s.quorum.run(ctx, s.cli) })
 	if s.ingest != nil {
-		s.peers.self = s.AdvertisedGRPCAddr()
+		s.peers.self, s.peers.dial = s.AdvertisedGRPCAddr(), grpcopt.DialOptionsWith(s.peerCredentials())
 		s.watches.Go(func() { s.peers.run(ctx, s.cli) })
 	}
 	go s.grpc.Serve(s.grpcLis)
-	return s.startHTTP()
+	if err := s.startHTTP(); err != nil {
+		return err
+	}
+	s.warnPlaintext() // tls.go
+	return nil
 }
 
 // connectEtcd starts the embedded etcd server, or connects to a cluster.
 func (s *Server) connectEtcd() error {
 	var err error
 	if len(s.cfg.EtcdEndpoints) > 0 {
-		s.cli, err = clientv3.New(clientv3.Config{Endpoints: s.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		s.cli, err = clientv3.New(clientv3.Config{Endpoints: s.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: s.etcdClientTLS()})
 		return err
 	}
 	if s.etcd, err = etcdserver.Start(s.cfg.etcdServerConfig()); err != nil {
 		return err
 	}
-	s.cli, err = s.etcd.NewClient()
+	s.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{s.etcd.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: s.etcdClientTLS()})
 	return err
 }
 
@@ -316,6 +360,11 @@ func (s *Server) openStore(ctx context.Context) error {
 	}
 	walCfg := wal.Config{Dir: filepath.Join(s.cfg.DataDir, "wal"), SyncInterval: policy.SyncInterval, SyncDelay: policy.SyncDelay,
 		SlowSync: s.cfg.SlowSync, Events: s.events, Disk: s.cfg.Disk, SegmentSize: s.cfg.SegmentSize}
+	if s.cfg.EncryptionKeyFile != "" {
+		if walCfg.Keys, err = wal.LoadKeyFile(s.cfg.EncryptionKeyFile); err != nil {
+			return err
+		}
+	}
 	if s.store, err = wal.Open(walCfg); err != nil {
 		return fmt.Errorf("open WAL store: %w", err)
 	}
@@ -349,12 +398,17 @@ func (s *Server) startRoles(ctx context.Context) error {
 		s.cfg.Ingest.LocalStore = s.store.StoreID()
 		s.disk = newDiskAdmission(s.store)
 		s.cfg.Ingest.Admit = s.disk.admit
-		s.cfg.Ingest.Address = s.AdvertisedGRPCAddr()
+		s.cfg.Ingest.Address, s.cfg.Ingest.PeerCredentials = s.AdvertisedGRPCAddr(), s.peerCredentials()
+		s.cfg.Ingest.GroupCommitted = func(c *orderlogpb.GroupCommit) {
+			if s.consumers != nil {
+				s.consumers.ApplyLoggedCommit(c)
+			}
+		}
 		chooser := func(ctx context.Context, w int) ([]ledger.Member, error) {
 			return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
 		}
 		var err error
-		if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli, s.localSequencer, ingest.SessionOptions{Silence: s.cfg.Ingest.GrantStreamSilence, Heard: &s.heard})); err != nil {
+		if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli, s.localSequencer, ingest.SessionOptions{Silence: s.cfg.Ingest.GrantStreamSilence, Heard: &s.heard, Credentials: s.peerCredentials()})); err != nil {
 			return err
 		}
 		ingest.NewProducerService(s.ingest).Register(s.grpc)
@@ -362,14 +416,21 @@ func (s *Server) startRoles(ctx context.Context) error {
 	}
 	if s.cfg.Roles.Reader || s.cfg.Roles.Ingest { // the HTTP API reads through a local reader
 		commits := reader.NewCommitMap()
-		go reader.Follow(ctx, s.cli, commits, reader.FollowConfig{Logger: s.logger, Events: s.events})
+		go reader.Follow(ctx, s.cli, commits, reader.FollowConfig{Logger: s.logger, Events: s.events, Credentials: s.peerCredentials()})
 		s.reader = reader.New(commits, reader.NewLedgerSource(s.cli, s.dialer))
-		reader.NewService(s.reader).Register(s.grpc)
+		svc := newService(s.cli, s.ingest, s.reader, s.status)
+		reader.NewService(s.reader, svc.partitionFilter).Register(s.grpc)
+		s.consumers = consumer.NewService(consumer.Config{Etcd: s.cli, Reader: s.reader, Partitions: svc.partitions,
+			Node: s.cfg.NodeName, DefaultTopic: httpapi.DefaultTopic, Logger: s.logger, Context: ctx})
+		s.consumers.Register(s.grpc)
 	}
 	s.startRereplication(ctx) // rereplication.go
 	// archive.go
 	if err := s.startArchive(ctx); err != nil {
 		return fmt.Errorf("archive %s: %w", s.cfg.Archive.URL, err)
+	}
+	if err := s.registerFlight(); err != nil { // flight.go
+		return fmt.Errorf("flight service: %w", err)
 	}
 	s.startRetention(ctx) // retention.go
 	go retention.WatchStart(ctx, s.cli, s.noteLogStart)
@@ -399,7 +460,7 @@ func (s *Server) startSequencer(ctx context.Context) error {
 		Replication: sequencer.CommitReplication{AckQuorum: s.cfg.Commit.A, Tolerate: s.cfg.Commit.Tolerate}, Events: s.events}
 	var err error
 	seqCfg := sequencer.Config{Address: addr, Etcd: s.cli, Logger: s.logger, Events: s.events, Ledgers: control,
-		ProbeLeader: sequencer.ProbeGRPC, Heard: &s.heard, Checkpoint: s.cfg.Checkpoint}
+		ProbeLeader: sequencer.ProbeGRPCWith(s.peerCredentials()), Heard: &s.heard, Checkpoint: s.cfg.Checkpoint}
 	seqCfg.Checkpoint.Floor = s.logStart.Load // checkpoints drop what retention deleted
 	s.cfg.Sequencer.apply(&seqCfg)
 	s.sequencer, err = sequencer.NewNode(seqCfg)
@@ -420,11 +481,16 @@ func (s *Server) startSequencer(ctx context.Context) error {
 func (s *Server) startHTTP() error {
 	var handler http.Handler
 	var mux *http.ServeMux
+	closeStreams := func() {}
 	if s.ingest != nil {
-		svc := httpService{service: newService(s.cli, s.ingest, s.reader, s.status), cutOff: s.readiness.producersRefused}
+		svc := httpService{service: newService(s.cli, s.ingest, s.reader, s.status), cutOff: s.readiness.producersRefused, guard: s.auth}
 		api, err := httpapi.NewHandler(svc, s.cfg.HTTPLimits)
 		if err != nil {
 			return err
+		}
+		if s.consumers != nil { // /v1/consumers/{group}: describe, offsets, stream
+			api.SetConsumers(guardedConsumers{Consumers: s.consumers, guard: s.auth})
+			closeStreams = api.CloseStreams
 		}
 		handler, mux = api, api.Mux()
 	} else {
@@ -432,6 +498,7 @@ func (s *Server) startHTTP() error {
 		mux.HandleFunc("GET /healthz", serveHealthz)
 		handler = mux
 	}
+	handler = s.auth.httpHandler(handler) // auth_http.go: the /v1 API needs credentials once auth is on
 	mux.HandleFunc("GET /readyz", s.readiness.serveReadyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metricsRegistry(), promhttp.HandlerOpts{}))
 	if s.cfg.Pprof {
@@ -441,8 +508,11 @@ func (s *Server) startHTTP() error {
 	if s.httpLis, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen HTTP: %w", err)
 	}
-	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	go s.http.Serve(s.httpLis)
+	handler = bodyDeadline(handler, cmp.Or(s.cfg.HTTPTimeouts.Read, DefaultHTTPReadTimeout)) // httplimits.go
+	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 1 << 20,
+		IdleTimeout: cmp.Or(s.cfg.HTTPTimeouts.Idle, DefaultHTTPIdleTimeout)}
+	s.http.RegisterOnShutdown(closeStreams) // consumer streams end, so Shutdown need not wait for them
+	s.serveHTTP()
 	return nil
 }
 
@@ -453,12 +523,15 @@ func (s *Server) metricsRegistry() *prometheus.Registry {
 	if s.ingest != nil {
 		registry.MustRegister(s.ingest.Collectors()...)
 	}
-	registry.MustRegister(newStatusCollector(s), newBoundedCollector(s))
+	registry.MustRegister(newStatusCollector(s), newBoundedCollector(s), s.auth.failures, s.auth.denied, s.auth.throttle)
 	if s.sequencer != nil { // checkpoint age, size, retained commit records
 		registry.MustRegister(sequencer.NewCollector(s.sequencer))
 	}
 	if s.reader != nil { // the commit map's window and chunk cache
 		registry.MustRegister(reader.NewCollector(s.reader.Commits()))
+	}
+	if s.consumers != nil {
+		registry.MustRegister(s.consumers.Collector())
 	}
 	if s.store != nil {
 		registry.MustRegister(newStoreCollector(s.store), newDiskCollector(s.store))

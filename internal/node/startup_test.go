@@ -43,6 +43,7 @@ func TestBadSettingsTouchNothing(t *testing.T) {
 		"ack mode":           {Ingest: ingest.Config{AckMode: "bogus"}},
 		"ledger replication": {Ingest: ingest.Config{W: 1, A: 3, Tolerate: 5}},
 		"commit replication": {Commit: Replication{W: 3, A: 1, Tolerate: 1}},
+		"key file":           {EncryptionKeyFile: "/nonexistent/orderlog-keys"},
 	} {
 		dir := t.TempDir()
 		cfg.DataDir, cfg.GRPCAddr, cfg.HTTPAddr, cfg.Logger = dir, "127.0.0.1:0", "127.0.0.1:0", testLogger(t)

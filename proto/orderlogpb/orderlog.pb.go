@@ -26,6 +26,60 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// When a producer is told its messages are logged (DESIGN.md §1).
+type AckMode int32
+
+const (
+	// The node's --ack-mode.
+	AckMode_ACK_MODE_DEFAULT AckMode = 0
+	// After the writer's own WAL store fsynced them, before the ack quorum:
+	// lower latency, at most once for a message whose node dies first.
+	AckMode_ACK_MODE_LEADER AckMode = 1
+	// After an ack quorum of WAL stores fsynced them (the ack mode quorum).
+	AckMode_ACK_MODE_REPLICATED AckMode = 2
+)
+
+// Enum value maps for AckMode.
+var (
+	AckMode_name = map[int32]string{
+		0: "ACK_MODE_DEFAULT",
+		1: "ACK_MODE_LEADER",
+		2: "ACK_MODE_REPLICATED",
+	}
+	AckMode_value = map[string]int32{
+		"ACK_MODE_DEFAULT":    0,
+		"ACK_MODE_LEADER":     1,
+		"ACK_MODE_REPLICATED": 2,
+	}
+)
+
+func (x AckMode) Enum() *AckMode {
+	p := new(AckMode)
+	*p = x
+	return p
+}
+
+func (x AckMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AckMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_orderlog_proto_enumTypes[0].Descriptor()
+}
+
+func (AckMode) Type() protoreflect.EnumType {
+	return &file_orderlog_proto_enumTypes[0]
+}
+
+func (x AckMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AckMode.Descriptor instead.
+func (AckMode) EnumDescriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{0}
+}
+
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -79,11 +133,12 @@ func (x *Header) GetValue() []byte {
 }
 
 type Message struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Topic   string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Key     []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Value   []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
-	Headers []*Header              `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty: the default topic "default".
+	Topic   string    `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key     []byte    `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value   []byte    `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Headers []*Header `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
 	// Microseconds since the Unix epoch as the client saw it; 0 = not given.
 	ClientTimeUs  int64  `protobuf:"varint,5,opt,name=client_time_us,json=clientTimeUs,proto3" json:"client_time_us,omitempty"`
 	MessageId     []byte `protobuf:"bytes,6,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
@@ -214,7 +269,12 @@ type InitProducerResponse struct {
 	ProducerId uint64                 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	Epoch      uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The next sequence number the producer should send (last durable + 1).
-	NextSeq       uint64 `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	NextSeq uint64 `protobuf:"varint,3,opt,name=next_seq,json=nextSeq,proto3" json:"next_seq,omitempty"`
+	// The offset of the producer's last durable message (seq next_seq-1),
+	// when the node remembers it (its dedup window does, unless the
+	// producer never logged a message). A consume-transform-produce loop
+	// reads it back to find the offsets its last frame committed.
+	LastOffset    *uint64 `protobuf:"varint,4,opt,name=last_offset,json=lastOffset,proto3,oneof" json:"last_offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -270,6 +330,13 @@ func (x *InitProducerResponse) GetNextSeq() uint64 {
 	return 0
 }
 
+func (x *InitProducerResponse) GetLastOffset() uint64 {
+	if x != nil && x.LastOffset != nil {
+		return *x.LastOffset
+	}
+	return 0
+}
+
 // One request frame may carry many messages. With producer_id != 0 the
 // messages carry sequence numbers first_seq, first_seq+1, ...
 type ProduceRequest struct {
@@ -282,9 +349,15 @@ type ProduceRequest struct {
 	RequestId uint64 `protobuf:"varint,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Instead of a producer session: a key naming this (single-message) request
 	// so that a retry returns the original offset (HTTP Idempotency-Key).
-	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	IdempotencyKey string  `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	Ack            AckMode `protobuf:"varint,7,opt,name=ack,proto3,enum=orderlog.v1.AckMode" json:"ack,omitempty"`
+	// A consumer group's offset commit logged atomically with this frame's
+	// messages, as the header "orderlog.group-commit" of its last message
+	// (exactly-once from log to log; docs/consumers.md). Needs a producer
+	// session and at least one message.
+	GroupCommit   *GroupCommit `protobuf:"bytes,8,opt,name=group_commit,json=groupCommit,proto3" json:"group_commit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -359,6 +432,20 @@ func (x *ProduceRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *ProduceRequest) GetAck() AckMode {
+	if x != nil {
+		return x.Ack
+	}
+	return AckMode_ACK_MODE_DEFAULT
+}
+
+func (x *ProduceRequest) GetGroupCommit() *GroupCommit {
+	if x != nil {
+		return x.GroupCommit
+	}
+	return nil
+}
+
 type Ack struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Offset uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
@@ -366,8 +453,11 @@ type Ack struct {
 	// (0 with duplicate_without_offset when it is older than the dedup window).
 	Duplicate              bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	DuplicateWithoutOffset bool `protobuf:"varint,3,opt,name=duplicate_without_offset,json=duplicateWithoutOffset,proto3" json:"duplicate_without_offset,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// The message's virtual partition in its topic (internal/partition:
+	// FNV-1a 64 of the key modulo the topic's partition count; no key: 0).
+	Partition     uint32 `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Ack) Reset() {
@@ -419,6 +509,13 @@ func (x *Ack) GetDuplicateWithoutOffset() bool {
 		return x.DuplicateWithoutOffset
 	}
 	return false
+}
+
+func (x *Ack) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
 }
 
 // One response per request frame, after every message in it is durable
@@ -744,8 +841,13 @@ type QueryRequest struct {
 	Topic      string                 `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`
 	Key        []byte                 `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
 	// Optional ingest time window, microseconds since the Unix epoch.
-	FromTimeUs    int64 `protobuf:"varint,5,opt,name=from_time_us,json=fromTimeUs,proto3" json:"from_time_us,omitempty"`
-	ToTimeUs      int64 `protobuf:"varint,6,opt,name=to_time_us,json=toTimeUs,proto3" json:"to_time_us,omitempty"`
+	FromTimeUs int64 `protobuf:"varint,5,opt,name=from_time_us,json=fromTimeUs,proto3" json:"from_time_us,omitempty"`
+	ToTimeUs   int64 `protobuf:"varint,6,opt,name=to_time_us,json=toTimeUs,proto3" json:"to_time_us,omitempty"`
+	// Only the messages of this virtual partition of the topic (the topic
+	// defaults to "default" then); they come in global offset order.
+	Partition *uint32 `protobuf:"varint,7,opt,name=partition,proto3,oneof" json:"partition,omitempty"`
+	// Only the messages of this producer (0: any).
+	ProducerId    uint64 `protobuf:"varint,8,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -818,6 +920,20 @@ func (x *QueryRequest) GetFromTimeUs() int64 {
 func (x *QueryRequest) GetToTimeUs() int64 {
 	if x != nil {
 		return x.ToTimeUs
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetPartition() uint32 {
+	if x != nil && x.Partition != nil {
+		return *x.Partition
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetProducerId() uint64 {
+	if x != nil {
+		return x.ProducerId
 	}
 	return 0
 }
@@ -1123,9 +1239,11 @@ func (x *StatusResponse) GetCommitMapSegments() uint64 {
 }
 
 type Topic struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Config        *TopicConfig           `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Config *TopicConfig           `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	// Its virtual partitions, fixed at creation.
+	Partitions    uint32 `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1172,6 +1290,13 @@ func (x *Topic) GetConfig() *TopicConfig {
 		return x.Config
 	}
 	return nil
+}
+
+func (x *Topic) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
 }
 
 // A topic's cleanup: what is kept once messages fall below the log start.
@@ -1252,9 +1377,11 @@ func (x *TopicConfig) GetRetentionBytes() int64 {
 }
 
 type CreateTopicRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Config        *TopicConfig           `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Config *TopicConfig           `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	// 0: 16. At most 1024.
+	Partitions    uint32 `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1301,6 +1428,13 @@ func (x *CreateTopicRequest) GetConfig() *TopicConfig {
 		return x.Config
 	}
 	return nil
+}
+
+func (x *CreateTopicRequest) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
 }
 
 type ListTopicsRequest struct {
@@ -1383,6 +1517,1876 @@ func (x *ListTopicsResponse) GetTopics() []*Topic {
 	return nil
 }
 
+type ListPartitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty: the default topic.
+	Topic         string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionsRequest) Reset() {
+	*x = ListPartitionsRequest{}
+	mi := &file_orderlog_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionsRequest) ProtoMessage() {}
+
+func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionsRequest.ProtoReflect.Descriptor instead.
+func (*ListPartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ListPartitionsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+// One virtual partition. Partitions are sub-sequences of the one global
+// log, so they share its bounds: every message of the partition that is
+// readable lies in [log_start, end_offset), and a read of the partition
+// from end_offset returns only messages logged later.
+type PartitionInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	EndOffset     uint64                 `protobuf:"varint,2,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionInfo) Reset() {
+	*x = PartitionInfo{}
+	mi := &file_orderlog_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionInfo) ProtoMessage() {}
+
+func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
+func (*PartitionInfo) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *PartitionInfo) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetEndOffset() uint64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+type ListPartitionsResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Topic      string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partitions []*PartitionInfo       `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The log start and the committed watermark C when the list was made.
+	LogStart      uint64 `protobuf:"varint,3,opt,name=log_start,json=logStart,proto3" json:"log_start,omitempty"`
+	Committed     uint64 `protobuf:"varint,4,opt,name=committed,proto3" json:"committed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionsResponse) Reset() {
+	*x = ListPartitionsResponse{}
+	mi := &file_orderlog_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionsResponse) ProtoMessage() {}
+
+func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionsResponse.ProtoReflect.Descriptor instead.
+func (*ListPartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ListPartitionsResponse) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ListPartitionsResponse) GetPartitions() []*PartitionInfo {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ListPartitionsResponse) GetLogStart() uint64 {
+	if x != nil {
+		return x.LogStart
+	}
+	return 0
+}
+
+func (x *ListPartitionsResponse) GetCommitted() uint64 {
+	if x != nil {
+		return x.Committed
+	}
+	return 0
+}
+
+// A committed position of a consumer group in one virtual partition: the
+// offset of the next message to consume (the last one processed + 1).
+type PartitionOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     uint32                 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        uint64                 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionOffset) Reset() {
+	*x = PartitionOffset{}
+	mi := &file_orderlog_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionOffset) ProtoMessage() {}
+
+func (x *PartitionOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionOffset.ProtoReflect.Descriptor instead.
+func (*PartitionOffset) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PartitionOffset) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionOffset) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionOffset) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+// Offsets to commit for a group, by one member in one generation of the
+// group's assignment. A commit from an older generation, or for a
+// partition not assigned to the member, is refused (STALE_GENERATION,
+// NOT_ASSIGNED): a member that was replaced cannot move what its
+// successor reads.
+type GroupCommit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Offsets       []*PartitionOffset     `protobuf:"bytes,4,rep,name=offsets,proto3" json:"offsets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupCommit) Reset() {
+	*x = GroupCommit{}
+	mi := &file_orderlog_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupCommit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupCommit) ProtoMessage() {}
+
+func (x *GroupCommit) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupCommit.ProtoReflect.Descriptor instead.
+func (*GroupCommit) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GroupCommit) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupCommit) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupCommit) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *GroupCommit) GetOffsets() []*PartitionOffset {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+// Join a group for a set of topics (the first request of a Consume
+// stream).
+type JoinGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Topics to consume; they must exist (the default topic always does).
+	Topics []string `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	// A name for this member in descriptions; the member id adds a suffix.
+	ClientName string `protobuf:"bytes,3,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	// How long the member stays in the group after its node stops hearing
+	// from it (its node died): 0 means 10 s; 2 s to 300 s.
+	SessionTimeoutMs uint32 `protobuf:"varint,4,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	// Where a partition without a committed offset starts: "earliest" (the
+	// log start; the default) or "latest" (C when the member is assigned
+	// the partition).
+	Start         string `protobuf:"bytes,5,opt,name=start,proto3" json:"start,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinGroup) Reset() {
+	*x = JoinGroup{}
+	mi := &file_orderlog_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinGroup) ProtoMessage() {}
+
+func (x *JoinGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinGroup.ProtoReflect.Descriptor instead.
+func (*JoinGroup) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *JoinGroup) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *JoinGroup) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *JoinGroup) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *JoinGroup) GetSessionTimeoutMs() uint32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+func (x *JoinGroup) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+type ConsumeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Request:
+	//
+	//	*ConsumeRequest_Join
+	//	*ConsumeRequest_Commit
+	Request isConsumeRequest_Request `protobuf_oneof:"request"`
+	// Echoed in the CommitResult.
+	RequestId     uint64 `protobuf:"varint,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumeRequest) Reset() {
+	*x = ConsumeRequest{}
+	mi := &file_orderlog_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumeRequest) ProtoMessage() {}
+
+func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
+func (*ConsumeRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ConsumeRequest) GetRequest() isConsumeRequest_Request {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *ConsumeRequest) GetJoin() *JoinGroup {
+	if x != nil {
+		if x, ok := x.Request.(*ConsumeRequest_Join); ok {
+			return x.Join
+		}
+	}
+	return nil
+}
+
+func (x *ConsumeRequest) GetCommit() *GroupCommit {
+	if x != nil {
+		if x, ok := x.Request.(*ConsumeRequest_Commit); ok {
+			return x.Commit
+		}
+	}
+	return nil
+}
+
+func (x *ConsumeRequest) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+type isConsumeRequest_Request interface {
+	isConsumeRequest_Request()
+}
+
+type ConsumeRequest_Join struct {
+	Join *JoinGroup `protobuf:"bytes,1,opt,name=join,proto3,oneof"`
+}
+
+type ConsumeRequest_Commit struct {
+	// Commit on the stream; answered by a CommitResult.
+	Commit *GroupCommit `protobuf:"bytes,2,opt,name=commit,proto3,oneof"`
+}
+
+func (*ConsumeRequest_Join) isConsumeRequest_Request() {}
+
+func (*ConsumeRequest_Commit) isConsumeRequest_Request() {}
+
+// The partitions a member consumes in one generation, and where each one
+// starts (its committed offset, or the start rule's).
+type Assignment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Partitions    []*PartitionOffset     `protobuf:"bytes,3,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Assignment) Reset() {
+	*x = Assignment{}
+	mi := &file_orderlog_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Assignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Assignment) ProtoMessage() {}
+
+func (x *Assignment) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
+func (*Assignment) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Assignment) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *Assignment) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *Assignment) GetPartitions() []*PartitionOffset {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// Messages of the member's partitions in global offset order; skipped
+// ranges (holes, compacted ranges) as in reads. partitions[i] is the
+// virtual partition of messages[i].
+type ConsumeBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	Messages      []*StoredMessage       `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	Partitions    []uint32               `protobuf:"varint,3,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	Skipped       []*SkippedRange        `protobuf:"bytes,4,rep,name=skipped,proto3" json:"skipped,omitempty"`
+	NextOffset    uint64                 `protobuf:"varint,5,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	Committed     uint64                 `protobuf:"varint,6,opt,name=committed,proto3" json:"committed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumeBatch) Reset() {
+	*x = ConsumeBatch{}
+	mi := &file_orderlog_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumeBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumeBatch) ProtoMessage() {}
+
+func (x *ConsumeBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumeBatch.ProtoReflect.Descriptor instead.
+func (*ConsumeBatch) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ConsumeBatch) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ConsumeBatch) GetMessages() []*StoredMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetPartitions() []uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetSkipped() []*SkippedRange {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetNextOffset() uint64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+func (x *ConsumeBatch) GetCommitted() uint64 {
+	if x != nil {
+		return x.Committed
+	}
+	return 0
+}
+
+type CommitResult struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId uint64                 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Empty when the offsets are stored; else a stable code.
+	ErrorCode     string `protobuf:"bytes,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	ErrorMessage  string `protobuf:"bytes,3,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitResult) Reset() {
+	*x = CommitResult{}
+	mi := &file_orderlog_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitResult) ProtoMessage() {}
+
+func (x *CommitResult) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitResult.ProtoReflect.Descriptor instead.
+func (*CommitResult) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CommitResult) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *CommitResult) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *CommitResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+type ConsumeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Response:
+	//
+	//	*ConsumeResponse_Assignment
+	//	*ConsumeResponse_Batch
+	//	*ConsumeResponse_Commit
+	Response      isConsumeResponse_Response `protobuf_oneof:"response"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumeResponse) Reset() {
+	*x = ConsumeResponse{}
+	mi := &file_orderlog_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumeResponse) ProtoMessage() {}
+
+func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
+func (*ConsumeResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ConsumeResponse) GetResponse() isConsumeResponse_Response {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ConsumeResponse) GetAssignment() *Assignment {
+	if x != nil {
+		if x, ok := x.Response.(*ConsumeResponse_Assignment); ok {
+			return x.Assignment
+		}
+	}
+	return nil
+}
+
+func (x *ConsumeResponse) GetBatch() *ConsumeBatch {
+	if x != nil {
+		if x, ok := x.Response.(*ConsumeResponse_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
+func (x *ConsumeResponse) GetCommit() *CommitResult {
+	if x != nil {
+		if x, ok := x.Response.(*ConsumeResponse_Commit); ok {
+			return x.Commit
+		}
+	}
+	return nil
+}
+
+type isConsumeResponse_Response interface {
+	isConsumeResponse_Response()
+}
+
+type ConsumeResponse_Assignment struct {
+	// Sent first and on every rebalance; batches after it belong to it.
+	Assignment *Assignment `protobuf:"bytes,1,opt,name=assignment,proto3,oneof"`
+}
+
+type ConsumeResponse_Batch struct {
+	Batch *ConsumeBatch `protobuf:"bytes,2,opt,name=batch,proto3,oneof"`
+}
+
+type ConsumeResponse_Commit struct {
+	Commit *CommitResult `protobuf:"bytes,3,opt,name=commit,proto3,oneof"`
+}
+
+func (*ConsumeResponse_Assignment) isConsumeResponse_Response() {}
+
+func (*ConsumeResponse_Batch) isConsumeResponse_Response() {}
+
+func (*ConsumeResponse_Commit) isConsumeResponse_Response() {}
+
+type CommitOffsetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitOffsetsResponse) Reset() {
+	*x = CommitOffsetsResponse{}
+	mi := &file_orderlog_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitOffsetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitOffsetsResponse) ProtoMessage() {}
+
+func (x *CommitOffsetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitOffsetsResponse.ProtoReflect.Descriptor instead.
+func (*CommitOffsetsResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{31}
+}
+
+type DescribeGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeGroupRequest) Reset() {
+	*x = DescribeGroupRequest{}
+	mi := &file_orderlog_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupRequest) ProtoMessage() {}
+
+func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
+func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DescribeGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type GroupMember struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	MemberId   string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	ClientName string                 `protobuf:"bytes,2,opt,name=client_name,json=clientName,proto3" json:"client_name,omitempty"`
+	Topics     []string               `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty"`
+	// The node serving its stream.
+	Node          string             `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	Partitions    []*PartitionOffset `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupMember) Reset() {
+	*x = GroupMember{}
+	mi := &file_orderlog_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMember) ProtoMessage() {}
+
+func (x *GroupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
+func (*GroupMember) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GroupMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupMember) GetClientName() string {
+	if x != nil {
+		return x.ClientName
+	}
+	return ""
+}
+
+func (x *GroupMember) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *GroupMember) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GroupMember) GetPartitions() []*PartitionOffset {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// One partition's position: committed is absent before the first commit;
+// lag is end_offset - committed (before the first commit: end_offset - the
+// first readable offset), in global offsets: an upper bound of the
+// partition's unread messages, since the offsets in between also hold
+// other partitions' messages.
+type PartitionLag struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition     uint32                 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	Committed     *uint64                `protobuf:"varint,3,opt,name=committed,proto3,oneof" json:"committed,omitempty"`
+	EndOffset     uint64                 `protobuf:"varint,4,opt,name=end_offset,json=endOffset,proto3" json:"end_offset,omitempty"`
+	Lag           uint64                 `protobuf:"varint,5,opt,name=lag,proto3" json:"lag,omitempty"`
+	MemberId      string                 `protobuf:"bytes,6,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionLag) Reset() {
+	*x = PartitionLag{}
+	mi := &file_orderlog_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionLag) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionLag) ProtoMessage() {}
+
+func (x *PartitionLag) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionLag.ProtoReflect.Descriptor instead.
+func (*PartitionLag) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PartitionLag) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionLag) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionLag) GetCommitted() uint64 {
+	if x != nil && x.Committed != nil {
+		return *x.Committed
+	}
+	return 0
+}
+
+func (x *PartitionLag) GetEndOffset() uint64 {
+	if x != nil {
+		return x.EndOffset
+	}
+	return 0
+}
+
+func (x *PartitionLag) GetLag() uint64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *PartitionLag) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+type GroupDescription struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Members       []*GroupMember         `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
+	Partitions    []*PartitionLag        `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Committed     uint64                 `protobuf:"varint,5,opt,name=committed,proto3" json:"committed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupDescription) Reset() {
+	*x = GroupDescription{}
+	mi := &file_orderlog_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupDescription) ProtoMessage() {}
+
+func (x *GroupDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupDescription.ProtoReflect.Descriptor instead.
+func (*GroupDescription) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GroupDescription) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupDescription) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *GroupDescription) GetMembers() []*GroupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *GroupDescription) GetPartitions() []*PartitionLag {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *GroupDescription) GetCommitted() uint64 {
+	if x != nil {
+		return x.Committed
+	}
+	return 0
+}
+
+// Credentials (docs/security.md). Every call needs admin on "*" once
+// authentication is on; while it is off (no token, no ACL, no --auth
+// required) anyone who reaches the port may make the first token.
+type CreateTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principal the token authenticates (a name, not "*").
+	Principal   string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Also give the principal admin on every topic, in the same etcd
+	// transaction: the way to make the first administrator.
+	Admin         bool `protobuf:"varint,3,opt,name=admin,proto3" json:"admin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenRequest) Reset() {
+	*x = CreateTokenRequest{}
+	mi := &file_orderlog_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenRequest) ProtoMessage() {}
+
+func (x *CreateTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateTokenRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CreateTokenRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateTokenRequest) GetAdmin() bool {
+	if x != nil {
+		return x.Admin
+	}
+	return false
+}
+
+type TokenInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Principal     string                 `protobuf:"bytes,2,opt,name=principal,proto3" json:"principal,omitempty"`
+	Description   string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	CreatedUs     int64                  `protobuf:"varint,4,opt,name=created_us,json=createdUs,proto3" json:"created_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenInfo) Reset() {
+	*x = TokenInfo{}
+	mi := &file_orderlog_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenInfo) ProtoMessage() {}
+
+func (x *TokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenInfo.ProtoReflect.Descriptor instead.
+func (*TokenInfo) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *TokenInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *TokenInfo) GetCreatedUs() int64 {
+	if x != nil {
+		return x.CreatedUs
+	}
+	return 0
+}
+
+type CreateTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Token *TokenInfo             `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// The bearer token, shown this once: only its hash is stored.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTokenResponse) Reset() {
+	*x = CreateTokenResponse{}
+	mi := &file_orderlog_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTokenResponse) ProtoMessage() {}
+
+func (x *CreateTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateTokenResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CreateTokenResponse) GetToken() *TokenInfo {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *CreateTokenResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type RevokeTokenRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenRequest) Reset() {
+	*x = RevokeTokenRequest{}
+	mi := &file_orderlog_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenRequest) ProtoMessage() {}
+
+func (x *RevokeTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeTokenRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RevokeTokenRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RevokeTokenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revoked       bool                   `protobuf:"varint,1,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeTokenResponse) Reset() {
+	*x = RevokeTokenResponse{}
+	mi := &file_orderlog_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeTokenResponse) ProtoMessage() {}
+
+func (x *RevokeTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeTokenResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *RevokeTokenResponse) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+type ListTokensRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensRequest) Reset() {
+	*x = ListTokensRequest{}
+	mi := &file_orderlog_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensRequest) ProtoMessage() {}
+
+func (x *ListTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListTokensRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{41}
+}
+
+type ListTokensResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        []*TokenInfo           `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTokensResponse) Reset() {
+	*x = ListTokensResponse{}
+	mi := &file_orderlog_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTokensResponse) ProtoMessage() {}
+
+func (x *ListTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListTokensResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListTokensResponse) GetTokens() []*TokenInfo {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+// principal may do operation (produce, read or admin) on the topics topic
+// matches: a name, a prefix ending in "*", or "*".
+type AclEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Principal     string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Operation     string                 `protobuf:"bytes,3,opt,name=operation,proto3" json:"operation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclEntry) Reset() {
+	*x = AclEntry{}
+	mi := &file_orderlog_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclEntry) ProtoMessage() {}
+
+func (x *AclEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclEntry.ProtoReflect.Descriptor instead.
+func (*AclEntry) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *AclEntry) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclEntry) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AclEntry) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+type AddAclResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddAclResponse) Reset() {
+	*x = AddAclResponse{}
+	mi := &file_orderlog_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddAclResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddAclResponse) ProtoMessage() {}
+
+func (x *AddAclResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddAclResponse.ProtoReflect.Descriptor instead.
+func (*AddAclResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{44}
+}
+
+type RemoveAclResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Removed       bool                   `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveAclResponse) Reset() {
+	*x = RemoveAclResponse{}
+	mi := &file_orderlog_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveAclResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveAclResponse) ProtoMessage() {}
+
+func (x *RemoveAclResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveAclResponse.ProtoReflect.Descriptor instead.
+func (*RemoveAclResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RemoveAclResponse) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+type ListAclsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclsRequest) Reset() {
+	*x = ListAclsRequest{}
+	mi := &file_orderlog_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclsRequest) ProtoMessage() {}
+
+func (x *ListAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclsRequest.ProtoReflect.Descriptor instead.
+func (*ListAclsRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{46}
+}
+
+type ListAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*AclEntry            `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAclsResponse) Reset() {
+	*x = ListAclsResponse{}
+	mi := &file_orderlog_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAclsResponse) ProtoMessage() {}
+
+func (x *ListAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAclsResponse.ProtoReflect.Descriptor instead.
+func (*ListAclsResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ListAclsResponse) GetEntries() []*AclEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// A principal's bytes per second on each node (0: no bound); principal
+// "*" is everyone without a quota of their own. Over it, produce frames
+// are refused with QUOTA_EXCEEDED (retryable; retry_after_ms) and read
+// streams are slowed down.
+type Quota struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Principal          string                 `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	ProduceBytesPerSec int64                  `protobuf:"varint,2,opt,name=produce_bytes_per_sec,json=produceBytesPerSec,proto3" json:"produce_bytes_per_sec,omitempty"`
+	ReadBytesPerSec    int64                  `protobuf:"varint,3,opt,name=read_bytes_per_sec,json=readBytesPerSec,proto3" json:"read_bytes_per_sec,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_orderlog_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *Quota) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Quota) GetProduceBytesPerSec() int64 {
+	if x != nil {
+		return x.ProduceBytesPerSec
+	}
+	return 0
+}
+
+func (x *Quota) GetReadBytesPerSec() int64 {
+	if x != nil {
+		return x.ReadBytesPerSec
+	}
+	return 0
+}
+
+type SetQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaResponse) Reset() {
+	*x = SetQuotaResponse{}
+	mi := &file_orderlog_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaResponse) ProtoMessage() {}
+
+func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
+func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{49}
+}
+
+type ListQuotasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasRequest) Reset() {
+	*x = ListQuotasRequest{}
+	mi := &file_orderlog_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasRequest) ProtoMessage() {}
+
+func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
+func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{50}
+}
+
+type ListQuotasResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Quotas        []*Quota               `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasResponse) Reset() {
+	*x = ListQuotasResponse{}
+	mi := &file_orderlog_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasResponse) ProtoMessage() {}
+
+func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
+func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ListQuotasResponse) GetQuotas() []*Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
 var File_orderlog_proto protoreflect.FileDescriptor
 
 const file_orderlog_proto_rawDesc = "" +
@@ -1400,12 +3404,15 @@ const file_orderlog_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x06 \x01(\fR\tmessageId\")\n" +
 	"\x13InitProducerRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"h\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x9e\x01\n" +
 	"\x14InitProducerResponse\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x04R\n" +
 	"producerId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x19\n" +
-	"\bnext_seq\x18\x03 \x01(\x04R\anextSeq\"\xde\x01\n" +
+	"\bnext_seq\x18\x03 \x01(\x04R\anextSeq\x12$\n" +
+	"\vlast_offset\x18\x04 \x01(\x04H\x00R\n" +
+	"lastOffset\x88\x01\x01B\x0e\n" +
+	"\f_last_offset\"\xc3\x02\n" +
 	"\x0eProduceRequest\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x04R\n" +
 	"producerId\x12\x14\n" +
@@ -1414,11 +3421,14 @@ const file_orderlog_proto_rawDesc = "" +
 	"\bmessages\x18\x04 \x03(\v2\x14.orderlog.v1.MessageR\bmessages\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x05 \x01(\x04R\trequestId\x12'\n" +
-	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"u\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\x12&\n" +
+	"\x03ack\x18\a \x01(\x0e2\x14.orderlog.v1.AckModeR\x03ack\x12;\n" +
+	"\fgroup_commit\x18\b \x01(\v2\x18.orderlog.v1.GroupCommitR\vgroupCommit\"\x93\x01\n" +
 	"\x03Ack\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x128\n" +
-	"\x18duplicate_without_offset\x18\x03 \x01(\bR\x16duplicateWithoutOffset\"\xbd\x01\n" +
+	"\x18duplicate_without_offset\x18\x03 \x01(\bR\x16duplicateWithoutOffset\x12\x1c\n" +
+	"\tpartition\x18\x04 \x01(\rR\tpartition\"\xbd\x01\n" +
 	"\x0fProduceResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12$\n" +
@@ -1444,7 +3454,7 @@ const file_orderlog_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\".\n" +
 	"\vTailRequest\x12\x1f\n" +
 	"\vfrom_offset\x18\x01 \x01(\x04R\n" +
-	"fromOffset\"\xad\x01\n" +
+	"fromOffset\"\xff\x01\n" +
 	"\fQueryRequest\x12\x1f\n" +
 	"\vfrom_offset\x18\x01 \x01(\x04R\n" +
 	"fromOffset\x12\x14\n" +
@@ -1454,7 +3464,12 @@ const file_orderlog_proto_rawDesc = "" +
 	"\ffrom_time_us\x18\x05 \x01(\x03R\n" +
 	"fromTimeUs\x12\x1c\n" +
 	"\n" +
-	"to_time_us\x18\x06 \x01(\x03R\btoTimeUs\"\xba\x01\n" +
+	"to_time_us\x18\x06 \x01(\x03R\btoTimeUs\x12!\n" +
+	"\tpartition\x18\a \x01(\rH\x00R\tpartition\x88\x01\x01\x12\x1f\n" +
+	"\vproducer_id\x18\b \x01(\x04R\n" +
+	"producerIdB\f\n" +
+	"\n" +
+	"_partition\"\xba\x01\n" +
 	"\fReadResponse\x126\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1a.orderlog.v1.StoredMessageR\bmessages\x123\n" +
 	"\askipped\x18\x02 \x03(\v2\x19.orderlog.v1.SkippedRangeR\askipped\x12\x1f\n" +
@@ -1482,33 +3497,201 @@ const file_orderlog_proto_rawDesc = "" +
 	"\aledgers\x18\x0f \x01(\x04R\aledgers\x12#\n" +
 	"\rstore_ledgers\x18\x10 \x01(\x04R\fstoreLedgers\x121\n" +
 	"\x15oldest_message_age_ms\x18\x11 \x01(\x04R\x12oldestMessageAgeMs\x12.\n" +
-	"\x13commit_map_segments\x18\x12 \x01(\x04R\x11commitMapSegments\"M\n" +
+	"\x13commit_map_segments\x18\x12 \x01(\x04R\x11commitMapSegments\"m\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
-	"\x06config\x18\x02 \x01(\v2\x18.orderlog.v1.TopicConfigR\x06config\"\xb0\x01\n" +
+	"\x06config\x18\x02 \x01(\v2\x18.orderlog.v1.TopicConfigR\x06config\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\rR\n" +
+	"partitions\"\xb0\x01\n" +
 	"\vTopicConfig\x12%\n" +
 	"\x0ecleanup_policy\x18\x01 \x01(\tR\rcleanupPolicy\x12!\n" +
 	"\fretention_ms\x18\x02 \x01(\x03R\vretentionMs\x12.\n" +
 	"\x13delete_retention_ms\x18\x03 \x01(\x03R\x11deleteRetentionMs\x12'\n" +
-	"\x0fretention_bytes\x18\x04 \x01(\x03R\x0eretentionBytes\"Z\n" +
+	"\x0fretention_bytes\x18\x04 \x01(\x03R\x0eretentionBytes\"z\n" +
 	"\x12CreateTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
-	"\x06config\x18\x02 \x01(\v2\x18.orderlog.v1.TopicConfigR\x06config\"\x13\n" +
+	"\x06config\x18\x02 \x01(\v2\x18.orderlog.v1.TopicConfigR\x06config\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\rR\n" +
+	"partitions\"\x13\n" +
 	"\x11ListTopicsRequest\"@\n" +
 	"\x12ListTopicsResponse\x12*\n" +
-	"\x06topics\x18\x01 \x03(\v2\x12.orderlog.v1.TopicR\x06topics2\xa9\x01\n" +
+	"\x06topics\x18\x01 \x03(\v2\x12.orderlog.v1.TopicR\x06topics\"-\n" +
+	"\x15ListPartitionsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\"L\n" +
+	"\rPartitionInfo\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x02 \x01(\x04R\tendOffset\"\xa5\x01\n" +
+	"\x16ListPartitionsResponse\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12:\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x1a.orderlog.v1.PartitionInfoR\n" +
+	"partitions\x12\x1b\n" +
+	"\tlog_start\x18\x03 \x01(\x04R\blogStart\x12\x1c\n" +
+	"\tcommitted\x18\x04 \x01(\x04R\tcommitted\"]\n" +
+	"\x0fPartitionOffset\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\"\x98\x01\n" +
+	"\vGroupCommit\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\x126\n" +
+	"\aoffsets\x18\x04 \x03(\v2\x1c.orderlog.v1.PartitionOffsetR\aoffsets\"\x9e\x01\n" +
+	"\tJoinGroup\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
+	"\x06topics\x18\x02 \x03(\tR\x06topics\x12\x1f\n" +
+	"\vclient_name\x18\x03 \x01(\tR\n" +
+	"clientName\x12,\n" +
+	"\x12session_timeout_ms\x18\x04 \x01(\rR\x10sessionTimeoutMs\x12\x14\n" +
+	"\x05start\x18\x05 \x01(\tR\x05start\"\x9c\x01\n" +
+	"\x0eConsumeRequest\x12,\n" +
+	"\x04join\x18\x01 \x01(\v2\x16.orderlog.v1.JoinGroupH\x00R\x04join\x122\n" +
+	"\x06commit\x18\x02 \x01(\v2\x18.orderlog.v1.GroupCommitH\x00R\x06commit\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\x04R\trequestIdB\t\n" +
+	"\arequest\"\x87\x01\n" +
+	"\n" +
+	"Assignment\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12<\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\v2\x1c.orderlog.v1.PartitionOffsetR\n" +
+	"partitions\"\xfa\x01\n" +
+	"\fConsumeBatch\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x126\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1a.orderlog.v1.StoredMessageR\bmessages\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x03(\rR\n" +
+	"partitions\x123\n" +
+	"\askipped\x18\x04 \x03(\v2\x19.orderlog.v1.SkippedRangeR\askipped\x12\x1f\n" +
+	"\vnext_offset\x18\x05 \x01(\x04R\n" +
+	"nextOffset\x12\x1c\n" +
+	"\tcommitted\x18\x06 \x01(\x04R\tcommitted\"q\n" +
+	"\fCommitResult\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\tR\terrorCode\x12#\n" +
+	"\rerror_message\x18\x03 \x01(\tR\ferrorMessage\"\xc0\x01\n" +
+	"\x0fConsumeResponse\x129\n" +
+	"\n" +
+	"assignment\x18\x01 \x01(\v2\x17.orderlog.v1.AssignmentH\x00R\n" +
+	"assignment\x121\n" +
+	"\x05batch\x18\x02 \x01(\v2\x19.orderlog.v1.ConsumeBatchH\x00R\x05batch\x123\n" +
+	"\x06commit\x18\x03 \x01(\v2\x19.orderlog.v1.CommitResultH\x00R\x06commitB\n" +
+	"\n" +
+	"\bresponse\"\x17\n" +
+	"\x15CommitOffsetsResponse\",\n" +
+	"\x14DescribeGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xb5\x01\n" +
+	"\vGroupMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
+	"\vclient_name\x18\x02 \x01(\tR\n" +
+	"clientName\x12\x16\n" +
+	"\x06topics\x18\x03 \x03(\tR\x06topics\x12\x12\n" +
+	"\x04node\x18\x04 \x01(\tR\x04node\x12<\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2\x1c.orderlog.v1.PartitionOffsetR\n" +
+	"partitions\"\xc1\x01\n" +
+	"\fPartitionLag\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\rR\tpartition\x12!\n" +
+	"\tcommitted\x18\x03 \x01(\x04H\x00R\tcommitted\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"end_offset\x18\x04 \x01(\x04R\tendOffset\x12\x10\n" +
+	"\x03lag\x18\x05 \x01(\x04R\x03lag\x12\x1b\n" +
+	"\tmember_id\x18\x06 \x01(\tR\bmemberIdB\f\n" +
+	"\n" +
+	"_committed\"\xd5\x01\n" +
+	"\x10GroupDescription\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x122\n" +
+	"\amembers\x18\x03 \x03(\v2\x18.orderlog.v1.GroupMemberR\amembers\x129\n" +
+	"\n" +
+	"partitions\x18\x04 \x03(\v2\x19.orderlog.v1.PartitionLagR\n" +
+	"partitions\x12\x1c\n" +
+	"\tcommitted\x18\x05 \x01(\x04R\tcommitted\"j\n" +
+	"\x12CreateTokenRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x14\n" +
+	"\x05admin\x18\x03 \x01(\bR\x05admin\"z\n" +
+	"\tTokenInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
+	"\tprincipal\x18\x02 \x01(\tR\tprincipal\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1d\n" +
+	"\n" +
+	"created_us\x18\x04 \x01(\x03R\tcreatedUs\"[\n" +
+	"\x13CreateTokenResponse\x12,\n" +
+	"\x05token\x18\x01 \x01(\v2\x16.orderlog.v1.TokenInfoR\x05token\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"$\n" +
+	"\x12RevokeTokenRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"/\n" +
+	"\x13RevokeTokenResponse\x12\x18\n" +
+	"\arevoked\x18\x01 \x01(\bR\arevoked\"\x13\n" +
+	"\x11ListTokensRequest\"D\n" +
+	"\x12ListTokensResponse\x12.\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x16.orderlog.v1.TokenInfoR\x06tokens\"\\\n" +
+	"\bAclEntry\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x1c\n" +
+	"\toperation\x18\x03 \x01(\tR\toperation\"\x10\n" +
+	"\x0eAddAclResponse\"-\n" +
+	"\x11RemoveAclResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\bR\aremoved\"\x11\n" +
+	"\x0fListAclsRequest\"C\n" +
+	"\x10ListAclsResponse\x12/\n" +
+	"\aentries\x18\x01 \x03(\v2\x15.orderlog.v1.AclEntryR\aentries\"\x85\x01\n" +
+	"\x05Quota\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x121\n" +
+	"\x15produce_bytes_per_sec\x18\x02 \x01(\x03R\x12produceBytesPerSec\x12+\n" +
+	"\x12read_bytes_per_sec\x18\x03 \x01(\x03R\x0freadBytesPerSec\"\x12\n" +
+	"\x10SetQuotaResponse\"\x13\n" +
+	"\x11ListQuotasRequest\"@\n" +
+	"\x12ListQuotasResponse\x12*\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x12.orderlog.v1.QuotaR\x06quotas*M\n" +
+	"\aAckMode\x12\x14\n" +
+	"\x10ACK_MODE_DEFAULT\x10\x00\x12\x13\n" +
+	"\x0fACK_MODE_LEADER\x10\x01\x12\x17\n" +
+	"\x13ACK_MODE_REPLICATED\x10\x022\xa9\x01\n" +
 	"\bProducer\x12S\n" +
 	"\fInitProducer\x12 .orderlog.v1.InitProducerRequest\x1a!.orderlog.v1.InitProducerResponse\x12H\n" +
 	"\aProduce\x12\x1b.orderlog.v1.ProduceRequest\x1a\x1c.orderlog.v1.ProduceResponse(\x010\x012\xc7\x01\n" +
 	"\x06Reader\x12=\n" +
 	"\x04Read\x12\x18.orderlog.v1.ReadRequest\x1a\x19.orderlog.v1.ReadResponse0\x01\x12=\n" +
 	"\x04Tail\x12\x18.orderlog.v1.TailRequest\x1a\x19.orderlog.v1.ReadResponse0\x01\x12?\n" +
-	"\x05Query\x12\x19.orderlog.v1.QueryRequest\x1a\x19.orderlog.v1.ReadResponse0\x012\xdd\x01\n" +
+	"\x05Query\x12\x19.orderlog.v1.QueryRequest\x1a\x19.orderlog.v1.ReadResponse0\x012\xb8\x02\n" +
 	"\x05Admin\x12A\n" +
 	"\x06Status\x12\x1a.orderlog.v1.StatusRequest\x1a\x1b.orderlog.v1.StatusResponse\x12B\n" +
 	"\vCreateTopic\x12\x1f.orderlog.v1.CreateTopicRequest\x1a\x12.orderlog.v1.Topic\x12M\n" +
 	"\n" +
-	"ListTopics\x12\x1e.orderlog.v1.ListTopicsRequest\x1a\x1f.orderlog.v1.ListTopicsResponseB\x1bZ\x19orderlog/proto/orderlogpbb\x06proto3"
+	"ListTopics\x12\x1e.orderlog.v1.ListTopicsRequest\x1a\x1f.orderlog.v1.ListTopicsResponse\x12Y\n" +
+	"\x0eListPartitions\x12\".orderlog.v1.ListPartitionsRequest\x1a#.orderlog.v1.ListPartitionsResponse2\xf6\x01\n" +
+	"\bConsumer\x12H\n" +
+	"\aConsume\x12\x1b.orderlog.v1.ConsumeRequest\x1a\x1c.orderlog.v1.ConsumeResponse(\x010\x01\x12M\n" +
+	"\rCommitOffsets\x12\x18.orderlog.v1.GroupCommit\x1a\".orderlog.v1.CommitOffsetsResponse\x12Q\n" +
+	"\rDescribeGroup\x12!.orderlog.v1.DescribeGroupRequest\x1a\x1d.orderlog.v1.GroupDescription2\xd2\x04\n" +
+	"\x04Auth\x12=\n" +
+	"\bSetQuota\x12\x12.orderlog.v1.Quota\x1a\x1d.orderlog.v1.SetQuotaResponse\x12M\n" +
+	"\n" +
+	"ListQuotas\x12\x1e.orderlog.v1.ListQuotasRequest\x1a\x1f.orderlog.v1.ListQuotasResponse\x12P\n" +
+	"\vCreateToken\x12\x1f.orderlog.v1.CreateTokenRequest\x1a .orderlog.v1.CreateTokenResponse\x12P\n" +
+	"\vRevokeToken\x12\x1f.orderlog.v1.RevokeTokenRequest\x1a .orderlog.v1.RevokeTokenResponse\x12M\n" +
+	"\n" +
+	"ListTokens\x12\x1e.orderlog.v1.ListTokensRequest\x1a\x1f.orderlog.v1.ListTokensResponse\x12<\n" +
+	"\x06AddAcl\x12\x15.orderlog.v1.AclEntry\x1a\x1b.orderlog.v1.AddAclResponse\x12B\n" +
+	"\tRemoveAcl\x12\x15.orderlog.v1.AclEntry\x1a\x1e.orderlog.v1.RemoveAclResponse\x12G\n" +
+	"\bListAcls\x12\x1c.orderlog.v1.ListAclsRequest\x1a\x1d.orderlog.v1.ListAclsResponseB\x1bZ\x19orderlog/proto/orderlogpbb\x06proto3"
 
 var (
 	file_orderlog_proto_rawDescOnce sync.Once
@@ -1522,60 +3705,137 @@ func file_orderlog_proto_rawDescGZIP() []byte {
 	return file_orderlog_proto_rawDescData
 }
 
-var file_orderlog_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_orderlog_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_orderlog_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_orderlog_proto_goTypes = []any{
-	(*Header)(nil),               // 0: orderlog.v1.Header
-	(*Message)(nil),              // 1: orderlog.v1.Message
-	(*InitProducerRequest)(nil),  // 2: orderlog.v1.InitProducerRequest
-	(*InitProducerResponse)(nil), // 3: orderlog.v1.InitProducerResponse
-	(*ProduceRequest)(nil),       // 4: orderlog.v1.ProduceRequest
-	(*Ack)(nil),                  // 5: orderlog.v1.Ack
-	(*ProduceResponse)(nil),      // 6: orderlog.v1.ProduceResponse
-	(*StoredMessage)(nil),        // 7: orderlog.v1.StoredMessage
-	(*SkippedRange)(nil),         // 8: orderlog.v1.SkippedRange
-	(*ReadRequest)(nil),          // 9: orderlog.v1.ReadRequest
-	(*TailRequest)(nil),          // 10: orderlog.v1.TailRequest
-	(*QueryRequest)(nil),         // 11: orderlog.v1.QueryRequest
-	(*ReadResponse)(nil),         // 12: orderlog.v1.ReadResponse
-	(*StatusRequest)(nil),        // 13: orderlog.v1.StatusRequest
-	(*StatusResponse)(nil),       // 14: orderlog.v1.StatusResponse
-	(*Topic)(nil),                // 15: orderlog.v1.Topic
-	(*TopicConfig)(nil),          // 16: orderlog.v1.TopicConfig
-	(*CreateTopicRequest)(nil),   // 17: orderlog.v1.CreateTopicRequest
-	(*ListTopicsRequest)(nil),    // 18: orderlog.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),   // 19: orderlog.v1.ListTopicsResponse
+	(AckMode)(0),                   // 0: orderlog.v1.AckMode
+	(*Header)(nil),                 // 1: orderlog.v1.Header
+	(*Message)(nil),                // 2: orderlog.v1.Message
+	(*InitProducerRequest)(nil),    // 3: orderlog.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),   // 4: orderlog.v1.InitProducerResponse
+	(*ProduceRequest)(nil),         // 5: orderlog.v1.ProduceRequest
+	(*Ack)(nil),                    // 6: orderlog.v1.Ack
+	(*ProduceResponse)(nil),        // 7: orderlog.v1.ProduceResponse
+	(*StoredMessage)(nil),          // 8: orderlog.v1.StoredMessage
+	(*SkippedRange)(nil),           // 9: orderlog.v1.SkippedRange
+	(*ReadRequest)(nil),            // 10: orderlog.v1.ReadRequest
+	(*TailRequest)(nil),            // 11: orderlog.v1.TailRequest
+	(*QueryRequest)(nil),           // 12: orderlog.v1.QueryRequest
+	(*ReadResponse)(nil),           // 13: orderlog.v1.ReadResponse
+	(*StatusRequest)(nil),          // 14: orderlog.v1.StatusRequest
+	(*StatusResponse)(nil),         // 15: orderlog.v1.StatusResponse
+	(*Topic)(nil),                  // 16: orderlog.v1.Topic
+	(*TopicConfig)(nil),            // 17: orderlog.v1.TopicConfig
+	(*CreateTopicRequest)(nil),     // 18: orderlog.v1.CreateTopicRequest
+	(*ListTopicsRequest)(nil),      // 19: orderlog.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),     // 20: orderlog.v1.ListTopicsResponse
+	(*ListPartitionsRequest)(nil),  // 21: orderlog.v1.ListPartitionsRequest
+	(*PartitionInfo)(nil),          // 22: orderlog.v1.PartitionInfo
+	(*ListPartitionsResponse)(nil), // 23: orderlog.v1.ListPartitionsResponse
+	(*PartitionOffset)(nil),        // 24: orderlog.v1.PartitionOffset
+	(*GroupCommit)(nil),            // 25: orderlog.v1.GroupCommit
+	(*JoinGroup)(nil),              // 26: orderlog.v1.JoinGroup
+	(*ConsumeRequest)(nil),         // 27: orderlog.v1.ConsumeRequest
+	(*Assignment)(nil),             // 28: orderlog.v1.Assignment
+	(*ConsumeBatch)(nil),           // 29: orderlog.v1.ConsumeBatch
+	(*CommitResult)(nil),           // 30: orderlog.v1.CommitResult
+	(*ConsumeResponse)(nil),        // 31: orderlog.v1.ConsumeResponse
+	(*CommitOffsetsResponse)(nil),  // 32: orderlog.v1.CommitOffsetsResponse
+	(*DescribeGroupRequest)(nil),   // 33: orderlog.v1.DescribeGroupRequest
+	(*GroupMember)(nil),            // 34: orderlog.v1.GroupMember
+	(*PartitionLag)(nil),           // 35: orderlog.v1.PartitionLag
+	(*GroupDescription)(nil),       // 36: orderlog.v1.GroupDescription
+	(*CreateTokenRequest)(nil),     // 37: orderlog.v1.CreateTokenRequest
+	(*TokenInfo)(nil),              // 38: orderlog.v1.TokenInfo
+	(*CreateTokenResponse)(nil),    // 39: orderlog.v1.CreateTokenResponse
+	(*RevokeTokenRequest)(nil),     // 40: orderlog.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),    // 41: orderlog.v1.RevokeTokenResponse
+	(*ListTokensRequest)(nil),      // 42: orderlog.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),     // 43: orderlog.v1.ListTokensResponse
+	(*AclEntry)(nil),               // 44: orderlog.v1.AclEntry
+	(*AddAclResponse)(nil),         // 45: orderlog.v1.AddAclResponse
+	(*RemoveAclResponse)(nil),      // 46: orderlog.v1.RemoveAclResponse
+	(*ListAclsRequest)(nil),        // 47: orderlog.v1.ListAclsRequest
+	(*ListAclsResponse)(nil),       // 48: orderlog.v1.ListAclsResponse
+	(*Quota)(nil),                  // 49: orderlog.v1.Quota
+	(*SetQuotaResponse)(nil),       // 50: orderlog.v1.SetQuotaResponse
+	(*ListQuotasRequest)(nil),      // 51: orderlog.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),     // 52: orderlog.v1.ListQuotasResponse
 }
 var file_orderlog_proto_depIdxs = []int32{
-	0,  // 0: orderlog.v1.Message.headers:type_name -> orderlog.v1.Header
-	1,  // 1: orderlog.v1.ProduceRequest.messages:type_name -> orderlog.v1.Message
-	5,  // 2: orderlog.v1.ProduceResponse.acks:type_name -> orderlog.v1.Ack
-	1,  // 3: orderlog.v1.StoredMessage.message:type_name -> orderlog.v1.Message
-	7,  // 4: orderlog.v1.ReadResponse.messages:type_name -> orderlog.v1.StoredMessage
-	8,  // 5: orderlog.v1.ReadResponse.skipped:type_name -> orderlog.v1.SkippedRange
-	16, // 6: orderlog.v1.Topic.config:type_name -> orderlog.v1.TopicConfig
-	16, // 7: orderlog.v1.CreateTopicRequest.config:type_name -> orderlog.v1.TopicConfig
-	15, // 8: orderlog.v1.ListTopicsResponse.topics:type_name -> orderlog.v1.Topic
-	2,  // 9: orderlog.v1.Producer.InitProducer:input_type -> orderlog.v1.InitProducerRequest
-	4,  // 10: orderlog.v1.Producer.Produce:input_type -> orderlog.v1.ProduceRequest
-	9,  // 11: orderlog.v1.Reader.Read:input_type -> orderlog.v1.ReadRequest
-	10, // 12: orderlog.v1.Reader.Tail:input_type -> orderlog.v1.TailRequest
-	11, // 13: orderlog.v1.Reader.Query:input_type -> orderlog.v1.QueryRequest
-	13, // 14: orderlog.v1.Admin.Status:input_type -> orderlog.v1.StatusRequest
-	17, // 15: orderlog.v1.Admin.CreateTopic:input_type -> orderlog.v1.CreateTopicRequest
-	18, // 16: orderlog.v1.Admin.ListTopics:input_type -> orderlog.v1.ListTopicsRequest
-	3,  // 17: orderlog.v1.Producer.InitProducer:output_type -> orderlog.v1.InitProducerResponse
-	6,  // 18: orderlog.v1.Producer.Produce:output_type -> orderlog.v1.ProduceResponse
-	12, // 19: orderlog.v1.Reader.Read:output_type -> orderlog.v1.ReadResponse
-	12, // 20: orderlog.v1.Reader.Tail:output_type -> orderlog.v1.ReadResponse
-	12, // 21: orderlog.v1.Reader.Query:output_type -> orderlog.v1.ReadResponse
-	14, // 22: orderlog.v1.Admin.Status:output_type -> orderlog.v1.StatusResponse
-	15, // 23: orderlog.v1.Admin.CreateTopic:output_type -> orderlog.v1.Topic
-	19, // 24: orderlog.v1.Admin.ListTopics:output_type -> orderlog.v1.ListTopicsResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	1,  // 0: orderlog.v1.Message.headers:type_name -> orderlog.v1.Header
+	2,  // 1: orderlog.v1.ProduceRequest.messages:type_name -> orderlog.v1.Message
+	0,  // 2: orderlog.v1.ProduceRequest.ack:type_name -> orderlog.v1.AckMode
+	25, // 3: orderlog.v1.ProduceRequest.group_commit:type_name -> orderlog.v1.GroupCommit
+	6,  // 4: orderlog.v1.ProduceResponse.acks:type_name -> orderlog.v1.Ack
+	2,  // 5: orderlog.v1.StoredMessage.message:type_name -> orderlog.v1.Message
+	8,  // 6: orderlog.v1.ReadResponse.messages:type_name -> orderlog.v1.StoredMessage
+	9,  // 7: orderlog.v1.ReadResponse.skipped:type_name -> orderlog.v1.SkippedRange
+	17, // 8: orderlog.v1.Topic.config:type_name -> orderlog.v1.TopicConfig
+	17, // 9: orderlog.v1.CreateTopicRequest.config:type_name -> orderlog.v1.TopicConfig
+	16, // 10: orderlog.v1.ListTopicsResponse.topics:type_name -> orderlog.v1.Topic
+	22, // 11: orderlog.v1.ListPartitionsResponse.partitions:type_name -> orderlog.v1.PartitionInfo
+	24, // 12: orderlog.v1.GroupCommit.offsets:type_name -> orderlog.v1.PartitionOffset
+	26, // 13: orderlog.v1.ConsumeRequest.join:type_name -> orderlog.v1.JoinGroup
+	25, // 14: orderlog.v1.ConsumeRequest.commit:type_name -> orderlog.v1.GroupCommit
+	24, // 15: orderlog.v1.Assignment.partitions:type_name -> orderlog.v1.PartitionOffset
+	8,  // 16: orderlog.v1.ConsumeBatch.messages:type_name -> orderlog.v1.StoredMessage
+	9,  // 17: orderlog.v1.ConsumeBatch.skipped:type_name -> orderlog.v1.SkippedRange
+	28, // 18: orderlog.v1.ConsumeResponse.assignment:type_name -> orderlog.v1.Assignment
+	29, // 19: orderlog.v1.ConsumeResponse.batch:type_name -> orderlog.v1.ConsumeBatch
+	30, // 20: orderlog.v1.ConsumeResponse.commit:type_name -> orderlog.v1.CommitResult
+	24, // 21: orderlog.v1.GroupMember.partitions:type_name -> orderlog.v1.PartitionOffset
+	34, // 22: orderlog.v1.GroupDescription.members:type_name -> orderlog.v1.GroupMember
+	35, // 23: orderlog.v1.GroupDescription.partitions:type_name -> orderlog.v1.PartitionLag
+	38, // 24: orderlog.v1.CreateTokenResponse.token:type_name -> orderlog.v1.TokenInfo
+	38, // 25: orderlog.v1.ListTokensResponse.tokens:type_name -> orderlog.v1.TokenInfo
+	44, // 26: orderlog.v1.ListAclsResponse.entries:type_name -> orderlog.v1.AclEntry
+	49, // 27: orderlog.v1.ListQuotasResponse.quotas:type_name -> orderlog.v1.Quota
+	3,  // 28: orderlog.v1.Producer.InitProducer:input_type -> orderlog.v1.InitProducerRequest
+	5,  // 29: orderlog.v1.Producer.Produce:input_type -> orderlog.v1.ProduceRequest
+	10, // 30: orderlog.v1.Reader.Read:input_type -> orderlog.v1.ReadRequest
+	11, // 31: orderlog.v1.Reader.Tail:input_type -> orderlog.v1.TailRequest
+	12, // 32: orderlog.v1.Reader.Query:input_type -> orderlog.v1.QueryRequest
+	14, // 33: orderlog.v1.Admin.Status:input_type -> orderlog.v1.StatusRequest
+	18, // 34: orderlog.v1.Admin.CreateTopic:input_type -> orderlog.v1.CreateTopicRequest
+	19, // 35: orderlog.v1.Admin.ListTopics:input_type -> orderlog.v1.ListTopicsRequest
+	21, // 36: orderlog.v1.Admin.ListPartitions:input_type -> orderlog.v1.ListPartitionsRequest
+	27, // 37: orderlog.v1.Consumer.Consume:input_type -> orderlog.v1.ConsumeRequest
+	25, // 38: orderlog.v1.Consumer.CommitOffsets:input_type -> orderlog.v1.GroupCommit
+	33, // 39: orderlog.v1.Consumer.DescribeGroup:input_type -> orderlog.v1.DescribeGroupRequest
+	49, // 40: orderlog.v1.Auth.SetQuota:input_type -> orderlog.v1.Quota
+	51, // 41: orderlog.v1.Auth.ListQuotas:input_type -> orderlog.v1.ListQuotasRequest
+	37, // 42: orderlog.v1.Auth.CreateToken:input_type -> orderlog.v1.CreateTokenRequest
+	40, // 43: orderlog.v1.Auth.RevokeToken:input_type -> orderlog.v1.RevokeTokenRequest
+	42, // 44: orderlog.v1.Auth.ListTokens:input_type -> orderlog.v1.ListTokensRequest
+	44, // 45: orderlog.v1.Auth.AddAcl:input_type -> orderlog.v1.AclEntry
+	44, // 46: orderlog.v1.Auth.RemoveAcl:input_type -> orderlog.v1.AclEntry
+	47, // 47: orderlog.v1.Auth.ListAcls:input_type -> orderlog.v1.ListAclsRequest
+	4,  // 48: orderlog.v1.Producer.InitProducer:output_type -> orderlog.v1.InitProducerResponse
+	7,  // 49: orderlog.v1.Producer.Produce:output_type -> orderlog.v1.ProduceResponse
+	13, // 50: orderlog.v1.Reader.Read:output_type -> orderlog.v1.ReadResponse
+	13, // 51: orderlog.v1.Reader.Tail:output_type -> orderlog.v1.ReadResponse
+	13, // 52: orderlog.v1.Reader.Query:output_type -> orderlog.v1.ReadResponse
+	15, // 53: orderlog.v1.Admin.Status:output_type -> orderlog.v1.StatusResponse
+	16, // 54: orderlog.v1.Admin.CreateTopic:output_type -> orderlog.v1.Topic
+	20, // 55: orderlog.v1.Admin.ListTopics:output_type -> orderlog.v1.ListTopicsResponse
+	23, // 56: orderlog.v1.Admin.ListPartitions:output_type -> orderlog.v1.ListPartitionsResponse
+	31, // 57: orderlog.v1.Consumer.Consume:output_type -> orderlog.v1.ConsumeResponse
+	32, // 58: orderlog.v1.Consumer.CommitOffsets:output_type -> orderlog.v1.CommitOffsetsResponse
+	36, // 59: orderlog.v1.Consumer.DescribeGroup:output_type -> orderlog.v1.GroupDescription
+	50, // 60: orderlog.v1.Auth.SetQuota:output_type -> orderlog.v1.SetQuotaResponse
+	52, // 61: orderlog.v1.Auth.ListQuotas:output_type -> orderlog.v1.ListQuotasResponse
+	39, // 62: orderlog.v1.Auth.CreateToken:output_type -> orderlog.v1.CreateTokenResponse
+	41, // 63: orderlog.v1.Auth.RevokeToken:output_type -> orderlog.v1.RevokeTokenResponse
+	43, // 64: orderlog.v1.Auth.ListTokens:output_type -> orderlog.v1.ListTokensResponse
+	45, // 65: orderlog.v1.Auth.AddAcl:output_type -> orderlog.v1.AddAclResponse
+	46, // 66: orderlog.v1.Auth.RemoveAcl:output_type -> orderlog.v1.RemoveAclResponse
+	48, // 67: orderlog.v1.Auth.ListAcls:output_type -> orderlog.v1.ListAclsResponse
+	48, // [48:68] is the sub-list for method output_type
+	28, // [28:48] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_orderlog_proto_init() }
@@ -1583,18 +3843,31 @@ func file_orderlog_proto_init() {
 	if File_orderlog_proto != nil {
 		return
 	}
+	file_orderlog_proto_msgTypes[3].OneofWrappers = []any{}
+	file_orderlog_proto_msgTypes[11].OneofWrappers = []any{}
+	file_orderlog_proto_msgTypes[26].OneofWrappers = []any{
+		(*ConsumeRequest_Join)(nil),
+		(*ConsumeRequest_Commit)(nil),
+	}
+	file_orderlog_proto_msgTypes[30].OneofWrappers = []any{
+		(*ConsumeResponse_Assignment)(nil),
+		(*ConsumeResponse_Batch)(nil),
+		(*ConsumeResponse_Commit)(nil),
+	}
+	file_orderlog_proto_msgTypes[34].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_orderlog_proto_rawDesc), len(file_orderlog_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   20,
+			NumEnums:      1,
+			NumMessages:   52,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   5,
 		},
 		GoTypes:           file_orderlog_proto_goTypes,
 		DependencyIndexes: file_orderlog_proto_depIdxs,
+		EnumInfos:         file_orderlog_proto_enumTypes,
 		MessageInfos:      file_orderlog_proto_msgTypes,
 	}.Build()
 	File_orderlog_proto = out.File

@@ -346,9 +346,10 @@ var Reader_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_Status_FullMethodName      = "/orderlog.v1.Admin/Status"
-	Admin_CreateTopic_FullMethodName = "/orderlog.v1.Admin/CreateTopic"
-	Admin_ListTopics_FullMethodName  = "/orderlog.v1.Admin/ListTopics"
+	Admin_Status_FullMethodName         = "/orderlog.v1.Admin/Status"
+	Admin_CreateTopic_FullMethodName    = "/orderlog.v1.Admin/CreateTopic"
+	Admin_ListTopics_FullMethodName     = "/orderlog.v1.Admin/ListTopics"
+	Admin_ListPartitions_FullMethodName = "/orderlog.v1.Admin/ListPartitions"
 )
 
 // AdminClient is the client API for Admin service.
@@ -358,6 +359,7 @@ type AdminClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*Topic, error)
 	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
+	ListPartitions(ctx context.Context, in *ListPartitionsRequest, opts ...grpc.CallOption) (*ListPartitionsResponse, error)
 }
 
 type adminClient struct {
@@ -398,6 +400,16 @@ func (c *adminClient) ListTopics(ctx context.Context, in *ListTopicsRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) ListPartitions(ctx context.Context, in *ListPartitionsRequest, opts ...grpc.CallOption) (*ListPartitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPartitionsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListPartitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -405,6 +417,7 @@ type AdminServer interface {
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	CreateTopic(context.Context, *CreateTopicRequest) (*Topic, error)
 	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
+	ListPartitions(context.Context, *ListPartitionsRequest) (*ListPartitionsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -423,6 +436,9 @@ func (UnimplementedAdminServer) CreateTopic(context.Context, *CreateTopicRequest
 }
 func (UnimplementedAdminServer) ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTopics not implemented")
+}
+func (UnimplementedAdminServer) ListPartitions(context.Context, *ListPartitionsRequest) (*ListPartitionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPartitions not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -499,6 +515,24 @@ func _Admin_ListTopics_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_ListPartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPartitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListPartitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListPartitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListPartitions(ctx, req.(*ListPartitionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -517,6 +551,561 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTopics",
 			Handler:    _Admin_ListTopics_Handler,
+		},
+		{
+			MethodName: "ListPartitions",
+			Handler:    _Admin_ListPartitions_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "orderlog.proto",
+}
+
+const (
+	Consumer_Consume_FullMethodName       = "/orderlog.v1.Consumer/Consume"
+	Consumer_CommitOffsets_FullMethodName = "/orderlog.v1.Consumer/CommitOffsets"
+	Consumer_DescribeGroup_FullMethodName = "/orderlog.v1.Consumer/DescribeGroup"
+)
+
+// ConsumerClient is the client API for Consumer service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type ConsumerClient interface {
+	// Join a group and consume its assigned partitions: the first request is
+	// a JoinGroup; commits may follow on the stream. The member leaves the
+	// group when the stream ends.
+	Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse], error)
+	// Commit offsets outside a stream (REST, tools).
+	CommitOffsets(ctx context.Context, in *GroupCommit, opts ...grpc.CallOption) (*CommitOffsetsResponse, error)
+	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*GroupDescription, error)
+}
+
+type consumerClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewConsumerClient(cc grpc.ClientConnInterface) ConsumerClient {
+	return &consumerClient{cc}
+}
+
+func (c *consumerClient) Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Consumer_ServiceDesc.Streams[0], Consumer_Consume_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ConsumeRequest, ConsumeResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Consumer_ConsumeClient = grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse]
+
+func (c *consumerClient) CommitOffsets(ctx context.Context, in *GroupCommit, opts ...grpc.CallOption) (*CommitOffsetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitOffsetsResponse)
+	err := c.cc.Invoke(ctx, Consumer_CommitOffsets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *consumerClient) DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*GroupDescription, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupDescription)
+	err := c.cc.Invoke(ctx, Consumer_DescribeGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ConsumerServer is the server API for Consumer service.
+// All implementations must embed UnimplementedConsumerServer
+// for forward compatibility.
+type ConsumerServer interface {
+	// Join a group and consume its assigned partitions: the first request is
+	// a JoinGroup; commits may follow on the stream. The member leaves the
+	// group when the stream ends.
+	Consume(grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]) error
+	// Commit offsets outside a stream (REST, tools).
+	CommitOffsets(context.Context, *GroupCommit) (*CommitOffsetsResponse, error)
+	DescribeGroup(context.Context, *DescribeGroupRequest) (*GroupDescription, error)
+	mustEmbedUnimplementedConsumerServer()
+}
+
+// UnimplementedConsumerServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedConsumerServer struct{}
+
+func (UnimplementedConsumerServer) Consume(grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]) error {
+	return status.Error(codes.Unimplemented, "method Consume not implemented")
+}
+func (UnimplementedConsumerServer) CommitOffsets(context.Context, *GroupCommit) (*CommitOffsetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitOffsets not implemented")
+}
+func (UnimplementedConsumerServer) DescribeGroup(context.Context, *DescribeGroupRequest) (*GroupDescription, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeGroup not implemented")
+}
+func (UnimplementedConsumerServer) mustEmbedUnimplementedConsumerServer() {}
+func (UnimplementedConsumerServer) testEmbeddedByValue()                  {}
+
+// UnsafeConsumerServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ConsumerServer will
+// result in compilation errors.
+type UnsafeConsumerServer interface {
+	mustEmbedUnimplementedConsumerServer()
+}
+
+func RegisterConsumerServer(s grpc.ServiceRegistrar, srv ConsumerServer) {
+	// If the following call panics, it indicates UnimplementedConsumerServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Consumer_ServiceDesc, srv)
+}
+
+func _Consumer_Consume_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ConsumerServer).Consume(&grpc.GenericServerStream[ConsumeRequest, ConsumeResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Consumer_ConsumeServer = grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]
+
+func _Consumer_CommitOffsets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GroupCommit)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConsumerServer).CommitOffsets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Consumer_CommitOffsets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConsumerServer).CommitOffsets(ctx, req.(*GroupCommit))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Consumer_DescribeGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConsumerServer).DescribeGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Consumer_DescribeGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConsumerServer).DescribeGroup(ctx, req.(*DescribeGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Consumer_ServiceDesc is the grpc.ServiceDesc for Consumer service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Consumer_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "orderlog.v1.Consumer",
+	HandlerType: (*ConsumerServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "CommitOffsets",
+			Handler:    _Consumer_CommitOffsets_Handler,
+		},
+		{
+			MethodName: "DescribeGroup",
+			Handler:    _Consumer_DescribeGroup_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Consume",
+			Handler:       _Consumer_Consume_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "orderlog.proto",
+}
+
+const (
+	Auth_SetQuota_FullMethodName    = "/orderlog.v1.Auth/SetQuota"
+	Auth_ListQuotas_FullMethodName  = "/orderlog.v1.Auth/ListQuotas"
+	Auth_CreateToken_FullMethodName = "/orderlog.v1.Auth/CreateToken"
+	Auth_RevokeToken_FullMethodName = "/orderlog.v1.Auth/RevokeToken"
+	Auth_ListTokens_FullMethodName  = "/orderlog.v1.Auth/ListTokens"
+	Auth_AddAcl_FullMethodName      = "/orderlog.v1.Auth/AddAcl"
+	Auth_RemoveAcl_FullMethodName   = "/orderlog.v1.Auth/RemoveAcl"
+	Auth_ListAcls_FullMethodName    = "/orderlog.v1.Auth/ListAcls"
+)
+
+// AuthClient is the client API for Auth service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type AuthClient interface {
+	// Zero rates remove the principal's quota.
+	SetQuota(ctx context.Context, in *Quota, opts ...grpc.CallOption) (*SetQuotaResponse, error)
+	ListQuotas(ctx context.Context, in *ListQuotasRequest, opts ...grpc.CallOption) (*ListQuotasResponse, error)
+	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
+	RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error)
+	ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error)
+	AddAcl(ctx context.Context, in *AclEntry, opts ...grpc.CallOption) (*AddAclResponse, error)
+	RemoveAcl(ctx context.Context, in *AclEntry, opts ...grpc.CallOption) (*RemoveAclResponse, error)
+	ListAcls(ctx context.Context, in *ListAclsRequest, opts ...grpc.CallOption) (*ListAclsResponse, error)
+}
+
+type authClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewAuthClient(cc grpc.ClientConnInterface) AuthClient {
+	return &authClient{cc}
+}
+
+func (c *authClient) SetQuota(ctx context.Context, in *Quota, opts ...grpc.CallOption) (*SetQuotaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetQuotaResponse)
+	err := c.cc.Invoke(ctx, Auth_SetQuota_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authClient) ListQuotas(ctx context.Context, in *ListQuotasRequest, opts ...grpc.CallOption) (*ListQuotasResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListQuotasResponse)
+	err := c.cc.Invoke(ctx, Auth_ListQuotas_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authClient) CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTokenResponse)
+	err := c.cc.Invoke(ctx, Auth_CreateToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authClient) RevokeToken(ctx context.Context, in *RevokeTokenRequest, opts ...grpc.CallOption) (*RevokeTokenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeTokenResponse)
+	err := c.cc.Invoke(ctx, Auth_RevokeToken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authClient) ListTokens(ctx context.Context, in *ListTokensRequest, opts ...grpc.CallOption) (*ListTokensResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTokensResponse)
+	err := c.cc.Invoke(ctx, Auth_ListTokens_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authClient) AddAcl(ctx context.Context, in *AclEntry, opts ...grpc.CallOption) (*AddAclResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AddAclResponse)
+	err := c.cc.Invoke(ctx, Auth_AddAcl_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authClient) RemoveAcl(ctx context.Context, in *AclEntry, opts ...grpc.CallOption) (*RemoveAclResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveAclResponse)
+	err := c.cc.Invoke(ctx, Auth_RemoveAcl_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *authClient) ListAcls(ctx context.Context, in *ListAclsRequest, opts ...grpc.CallOption) (*ListAclsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAclsResponse)
+	err := c.cc.Invoke(ctx, Auth_ListAcls_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// AuthServer is the server API for Auth service.
+// All implementations must embed UnimplementedAuthServer
+// for forward compatibility.
+type AuthServer interface {
+	// Zero rates remove the principal's quota.
+	SetQuota(context.Context, *Quota) (*SetQuotaResponse, error)
+	ListQuotas(context.Context, *ListQuotasRequest) (*ListQuotasResponse, error)
+	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
+	RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error)
+	ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error)
+	AddAcl(context.Context, *AclEntry) (*AddAclResponse, error)
+	RemoveAcl(context.Context, *AclEntry) (*RemoveAclResponse, error)
+	ListAcls(context.Context, *ListAclsRequest) (*ListAclsResponse, error)
+	mustEmbedUnimplementedAuthServer()
+}
+
+// UnimplementedAuthServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedAuthServer struct{}
+
+func (UnimplementedAuthServer) SetQuota(context.Context, *Quota) (*SetQuotaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetQuota not implemented")
+}
+func (UnimplementedAuthServer) ListQuotas(context.Context, *ListQuotasRequest) (*ListQuotasResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListQuotas not implemented")
+}
+func (UnimplementedAuthServer) CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateToken not implemented")
+}
+func (UnimplementedAuthServer) RevokeToken(context.Context, *RevokeTokenRequest) (*RevokeTokenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeToken not implemented")
+}
+func (UnimplementedAuthServer) ListTokens(context.Context, *ListTokensRequest) (*ListTokensResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTokens not implemented")
+}
+func (UnimplementedAuthServer) AddAcl(context.Context, *AclEntry) (*AddAclResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddAcl not implemented")
+}
+func (UnimplementedAuthServer) RemoveAcl(context.Context, *AclEntry) (*RemoveAclResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveAcl not implemented")
+}
+func (UnimplementedAuthServer) ListAcls(context.Context, *ListAclsRequest) (*ListAclsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAcls not implemented")
+}
+func (UnimplementedAuthServer) mustEmbedUnimplementedAuthServer() {}
+func (UnimplementedAuthServer) testEmbeddedByValue()              {}
+
+// UnsafeAuthServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to AuthServer will
+// result in compilation errors.
+type UnsafeAuthServer interface {
+	mustEmbedUnimplementedAuthServer()
+}
+
+func RegisterAuthServer(s grpc.ServiceRegistrar, srv AuthServer) {
+	// If the following call panics, it indicates UnimplementedAuthServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Auth_ServiceDesc, srv)
+}
+
+func _Auth_SetQuota_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Quota)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServer).SetQuota(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Auth_SetQuota_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServer).SetQuota(ctx, req.(*Quota))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Auth_ListQuotas_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListQuotasRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServer).ListQuotas(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Auth_ListQuotas_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServer).ListQuotas(ctx, req.(*ListQuotasRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Auth_CreateToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServer).CreateToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Auth_CreateToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServer).CreateToken(ctx, req.(*CreateTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Auth_RevokeToken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeTokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServer).RevokeToken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Auth_RevokeToken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServer).RevokeToken(ctx, req.(*RevokeTokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Auth_ListTokens_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTokensRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServer).ListTokens(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Auth_ListTokens_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServer).ListTokens(ctx, req.(*ListTokensRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Auth_AddAcl_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AclEntry)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServer).AddAcl(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Auth_AddAcl_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServer).AddAcl(ctx, req.(*AclEntry))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Auth_RemoveAcl_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AclEntry)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServer).RemoveAcl(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Auth_RemoveAcl_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServer).RemoveAcl(ctx, req.(*AclEntry))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Auth_ListAcls_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAclsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AuthServer).ListAcls(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Auth_ListAcls_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AuthServer).ListAcls(ctx, req.(*ListAclsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Auth_ServiceDesc is the grpc.ServiceDesc for Auth service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Auth_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "orderlog.v1.Auth",
+	HandlerType: (*AuthServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "SetQuota",
+			Handler:    _Auth_SetQuota_Handler,
+		},
+		{
+			MethodName: "ListQuotas",
+			Handler:    _Auth_ListQuotas_Handler,
+		},
+		{
+			MethodName: "CreateToken",
+			Handler:    _Auth_CreateToken_Handler,
+		},
+		{
+			MethodName: "RevokeToken",
+			Handler:    _Auth_RevokeToken_Handler,
+		},
+		{
+			MethodName: "ListTokens",
+			Handler:    _Auth_ListTokens_Handler,
+		},
+		{
+			MethodName: "AddAcl",
+			Handler:    _Auth_AddAcl_Handler,
+		},
+		{
+			MethodName: "RemoveAcl",
+			Handler:    _Auth_RemoveAcl_Handler,
+		},
+		{
+			MethodName: "ListAcls",
+			Handler:    _Auth_ListAcls_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

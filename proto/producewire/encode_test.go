@@ -17,6 +17,7 @@ func responseSeeds() []*orderlogpb.ProduceResponse {
 		{RequestId: 3, Acks: []*orderlogpb.Ack{{Offset: 0}, {Offset: 1 << 40, Duplicate: true}, {DuplicateWithoutOffset: true, Duplicate: true}}},
 		{RequestId: 4, ErrorCode: "OUT_OF_ORDER_SEQUENCE", ErrorMessage: "expected seq 5 — got 9", ExpectedSeq: 5},
 		{Acks: []*orderlogpb.Ack{nil, {Offset: 7}}}, // a nil element encodes as an empty ack
+		{RequestId: 5, Acks: []*orderlogpb.Ack{{Offset: 9, Partition: 15}, {Offset: 10, Duplicate: true, Partition: 1023}}},
 	}
 }
 

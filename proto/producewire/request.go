@@ -30,6 +30,8 @@ func DecodeProduceRequest(b []byte) (*orderlogpb.ProduceRequest, error) {
 			req.FirstSeq = x
 		case num == 5 && typ == protowire.VarintType:
 			req.RequestId = x
+		case num == 7 && typ == protowire.VarintType:
+			req.Ack = orderlogpb.AckMode(int32(x))
 		case num == 6 && typ == protowire.BytesType:
 			s, err := utf8String(v)
 			req.IdempotencyKey = s
@@ -38,6 +40,11 @@ func DecodeProduceRequest(b []byte) (*orderlogpb.ProduceRequest, error) {
 			m, err := d.decode(v)
 			req.Messages = append(req.Messages, m)
 			return true, err
+		case num == 8 && typ == protowire.BytesType: // small and rare: copied
+			if req.GroupCommit == nil {
+				req.GroupCommit = &orderlogpb.GroupCommit{}
+			}
+			return true, proto.UnmarshalOptions{Merge: true}.Unmarshal(v, req.GroupCommit)
 		default:
 			return false, nil
 		}
@@ -108,7 +115,10 @@ func ProduceRequestSize(r *orderlogpb.ProduceRequest) int {
 	for _, m := range r.Messages {
 		n += lengthFieldSize(messageSize(m))
 	}
-	n += varintFieldSize(r.RequestId) + bytesFieldSize(len(r.IdempotencyKey))
+	n += varintFieldSize(r.RequestId) + bytesFieldSize(len(r.IdempotencyKey)) + varintFieldSize(uint64(int64(r.Ack)))
+	if r.GroupCommit != nil {
+		n += lengthFieldSize(proto.Size(r.GroupCommit))
+	}
 	return n + len(unknownFields(r))
 }
 
@@ -127,6 +137,15 @@ func AppendProduceRequest(b []byte, r *orderlogpb.ProduceRequest) ([]byte, error
 	}
 	b = appendVarintField(b, 5, r.RequestId)
 	b = appendStringField(b, 6, r.IdempotencyKey)
+	b = appendVarintField(b, 7, uint64(int64(r.Ack)))
+	if r.GroupCommit != nil { // small and rare: the generic encoder
+		commit, err := proto.Marshal(r.GroupCommit)
+		if err != nil {
+			return b, err
+		}
+		b = protowire.AppendTag(b, 8, protowire.BytesType)
+		b = protowire.AppendBytes(b, commit)
+	}
 	return append(b, unknownFields(r)...), nil
 }
 

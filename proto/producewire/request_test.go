@@ -16,6 +16,10 @@ func produceSeeds() []*orderlogpb.ProduceRequest {
 			{Topic: "orders", Value: []byte{}, Headers: []*orderlogpb.Header{{Key: "h", Value: []byte("v")}, {Key: "é"}}},
 		}},
 		{IdempotencyKey: "key-1", Messages: []*orderlogpb.Message{{Topic: "t", Value: make([]byte, 1024)}}},
+		{Ack: orderlogpb.AckMode_ACK_MODE_LEADER, Messages: []*orderlogpb.Message{{Value: []byte("x")}}},
+		{ProducerId: 3, Epoch: 1, Messages: []*orderlogpb.Message{{Value: []byte("out")}}, GroupCommit: &orderlogpb.GroupCommit{
+			Group: "g", MemberId: "m-1", Generation: 4, Offsets: []*orderlogpb.PartitionOffset{{Topic: "in", Partition: 2, Offset: 77}}}},
+		{Ack: orderlogpb.AckMode(-3), RequestId: 2}, // an enum value this schema does not name
 		// Repeated topics share a string; a change of topic, or none, must not.
 		{Messages: []*orderlogpb.Message{{Topic: "a"}, {Topic: "a"}, {Topic: "b"}, {}, {Topic: "b"}, {Topic: "a"}}},
 	}
@@ -32,6 +36,7 @@ func FuzzDecodeProduceRequest(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{0x22, 0x02, 0x0a, 0x01})             // a message whose topic is cut short
+	f.Add([]byte{0x38, 0xff, 0xff, 0xff, 0xff, 0x7f}) // an ack mode beyond int32
 	f.Add([]byte{0x22, 0x03, 0x0a, 0x01, 0xff})       // topic not UTF-8
 	f.Add([]byte{0x0a, 0x01, 0x05, 0x08, 0x01})       // field 1 with the wrong wire type
 	f.Add([]byte{0x2b, 0x08, 0x01, 0x2c, 0x28, 0x03}) // a group, then request_id

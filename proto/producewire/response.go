@@ -40,7 +40,8 @@ func ackSize(a *orderlogpb.Ack) int {
 	if a == nil {
 		return 0
 	}
-	return varintFieldSize(a.Offset) + boolFieldSize(a.Duplicate) + boolFieldSize(a.DuplicateWithoutOffset) + len(unknownFields(a))
+	return varintFieldSize(a.Offset) + boolFieldSize(a.Duplicate) + boolFieldSize(a.DuplicateWithoutOffset) +
+		varintFieldSize(uint64(a.Partition)) + len(unknownFields(a))
 }
 
 func appendAck(b []byte, a *orderlogpb.Ack) []byte {
@@ -50,6 +51,7 @@ func appendAck(b []byte, a *orderlogpb.Ack) []byte {
 	b = appendVarintField(b, 1, a.Offset)
 	b = appendBoolField(b, 2, a.Duplicate)
 	b = appendBoolField(b, 3, a.DuplicateWithoutOffset)
+	b = appendVarintField(b, 4, uint64(a.Partition))
 	return append(b, unknownFields(a)...)
 }
 
@@ -94,6 +96,8 @@ func decodeAck(b []byte, a *orderlogpb.Ack) error {
 			a.Duplicate = x != 0
 		case num == 3 && typ == protowire.VarintType:
 			a.DuplicateWithoutOffset = x != 0
+		case num == 4 && typ == protowire.VarintType:
+			a.Partition = uint32(x)
 		default:
 			return false, nil
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 // stagingDir is the file backend's hidden directory for bytes not yet linked
@@ -47,7 +48,14 @@ func (s *fileStore) path(key string) string {
 
 // PutIfAbsent stages the bytes in ROOT/.tmp, fsyncs them, links them to the
 // key's name, and fsyncs the directories up to the root so the new name
-// survives a crash. The staged file is removed whatever happens.
+// survives a crash. The staged name is removed whatever happens.
+//
+// A body that is a whole local file on the store's filesystem (an *os.File
+// of exactly size bytes, still under its name) is not copied: the file
+// itself is synced and linked, under a staged name and then the key's, so
+// the object is that file. The caller must not write to it afterwards (the
+// tiering worker puts a finished file and removes its own name). Any other
+// body, or a file on another filesystem, is copied.
 func (s *fileStore) PutIfAbsent(ctx context.Context, key string, body io.ReaderAt, size int64) error {
 	if err := checkKey(key); err != nil {
 		return err
@@ -55,13 +63,48 @@ func (s *fileStore) PutIfAbsent(ctx context.Context, key string, body io.ReaderA
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	staged, err := s.stage(body, size)
+	staged, err := s.stageLink(body, size)
+	if err == nil && staged == "" {
+		staged, err = s.stage(body, size)
+	}
 	if err != nil {
 		return fmt.Errorf("objstore: put %s: %w", key, err)
 	}
 	defer os.Remove(staged)
 	return s.link(staged, key)
 }
+
+// stageLink links body, when it is a whole local file on the store's
+// filesystem, to a new name in the staging directory, and syncs it. It
+// returns "" (and no error) when body cannot be linked: then it is copied.
+func (s *fileStore) stageLink(body io.ReaderAt, size int64) (string, error) {
+	f, ok := body.(*os.File)
+	if !ok {
+		return "", nil
+	}
+	info, err := f.Stat()
+	if err != nil || !info.Mode().IsRegular() || info.Size() != size {
+		return "", nil
+	}
+	staged := filepath.Join(s.root, stagingDir, fmt.Sprintf("link-%d-%d", os.Getpid(), linkSeq.Add(1)))
+	if err := os.Link(f.Name(), staged); err != nil {
+		return "", nil // another filesystem, no such name any more, no hard links: copy
+	}
+	// The name may have been given to another file since f was opened:
+	// only f itself may become the object.
+	if linked, err := os.Lstat(staged); err != nil || !os.SameFile(info, linked) {
+		os.Remove(staged)
+		return "", nil
+	}
+	if err := f.Sync(); err != nil {
+		os.Remove(staged)
+		return "", err
+	}
+	return staged, nil
+}
+
+// linkSeq numbers the staged links of this process.
+var linkSeq atomic.Uint64
 
 // stage writes size bytes of body to a new file in the staging directory,
 // fsynced and closed, and returns its path.

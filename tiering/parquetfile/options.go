@@ -44,7 +44,8 @@ type WriterOptions struct {
 	// Default 0.01.
 	BloomFPP float64
 	// BatchRows is how many rows are collected in Arrow builders before they
-	// are encoded into the current row group. Default 4096.
+	// are encoded into the current row group, on another goroutine while
+	// the next batch is collected. Default 4096.
 	BatchRows int
 }
 

@@ -31,24 +31,114 @@ func (f *File) MayContainKey(topic string, key []byte) bool {
 }
 
 // Query calls fn with every message whose topic is topic (empty: any) and
-// whose key is key (nil or empty: any), in offset order. It skips the row
-// groups MayContainKey's checks rule out; in the others it first reads the
-// offset, topic and key columns, then the matching rows (seeking to each run
-// of them, or reading the whole row group when there are many runs).
+// whose key is key (nil or empty: any), in offset order: Select over the
+// whole file.
 func (f *File) Query(ctx context.Context, topic string, key []byte, fn func(*orderlogpb.StoredMessage) error) error {
-	for g := range f.groups {
-		may, err := f.mayContain(g, topic, key)
+	return f.Select(ctx, f.meta.First, f.meta.End, topic, key, func(s Selected) error {
+		if s.Message == nil {
+			return nil
+		}
+		return fn(s.Message)
+	})
+}
+
+// Selected is one step of Select: a matching message, or a range of
+// offsets without one.
+type Selected struct {
+	Message *orderlogpb.StoredMessage
+	// Skipped, without a Message, is a range of offsets holding no match
+	// (it may hold holes of the file).
+	Skipped Range
+	// Examined: the skipped rows' topic and key were read to tell;
+	// otherwise statistics, dictionaries, bloom filters or the page index
+	// ruled them out unread.
+	Examined bool
+}
+
+// Select calls fn, in offset order, with every message at offsets [from,
+// to) (clipped to the file's range) whose topic is topic (empty: any) and
+// whose key is key (nil or empty: any), and with the ranges between them
+// as skipped. It reads no data page of a row group that MayContainKey's
+// checks rule out (statistics, the key's bloom filter, the topic's
+// dictionary), nor of the pages whose page-index statistics of key or
+// topic rule them out; elsewhere it reads the offset, topic and key
+// columns, then the matching rows (seeking to each run of them, or reading
+// the stretch once when there are many runs). An error from fn stops
+// Select and is returned.
+func (f *File) Select(ctx context.Context, from, to uint64, topic string, key []byte, fn func(Selected) error) error {
+	from, to = f.index.clip(from, to)
+	if from >= to {
+		return nil
+	}
+	v, err := f.at(ctx)
+	if err != nil {
+		return err
+	}
+	start, end := f.index.rowsBelow(from), f.index.rowsBelow(to)
+	out := &selection{f: f, fn: fn, skipStart: -1}
+	for g := f.groupOf(start); g < len(f.groups) && f.groupStart[g] < end; g++ {
+		rows := [2]int64{max(start, f.groupStart[g]), min(end, f.groupStart[g+1])}
+		may, err := v.mayContain(g, topic, key)
+		switch {
+		case err != nil:
+			return err
+		case !may:
+			err = out.skip(rows[0], rows[1], false)
+		case topic == "" && len(key) == 0:
+			err = v.readRows(ctx, rows[0], rows[1], allFields, out.message)
+		default:
+			err = v.selectGroup(ctx, g, rows, topic, key, out)
+		}
 		if err != nil {
 			return err
 		}
-		if !may {
-			continue
-		}
-		if err := f.queryGroup(ctx, g, topic, key, fn); err != nil {
+	}
+	return out.flush()
+}
+
+// selection hands Select's messages and skipped ranges to its fn, joining
+// consecutive skipped rows of the same kind into one range.
+type selection struct {
+	f  *File
+	fn func(Selected) error
+	// [skipStart, skipEnd) are skipped rows not handed yet (-1: none),
+	// examined or not.
+	skipStart, skipEnd int64
+	examined           bool
+}
+
+// skip notes rows [start, end) as holding no match.
+func (s *selection) skip(start, end int64, examined bool) error {
+	if start >= end {
+		return nil
+	}
+	if s.skipStart >= 0 && s.examined != examined {
+		if err := s.flush(); err != nil {
 			return err
 		}
 	}
+	if s.skipStart < 0 {
+		s.skipStart, s.examined = start, examined
+	}
+	s.skipEnd = end
 	return nil
+}
+
+// flush hands the skipped rows noted so far as their offset range.
+func (s *selection) flush() error {
+	if s.skipStart < 0 {
+		return nil
+	}
+	r := Range{First: s.f.offsetOfRow(s.skipStart), End: s.f.offsetOfRow(s.skipEnd-1) + 1}
+	s.skipStart = -1
+	return s.fn(Selected{Skipped: r, Examined: s.examined})
+}
+
+func (s *selection) message(m *orderlogpb.StoredMessage) error {
+	if err := s.flush(); err != nil {
+		return err
+	}
+	return s.fn(Selected{Message: m})
 }
 
 // matches reports whether m has topic and key (empty: any).
@@ -57,43 +147,154 @@ func matches(m *orderlogpb.StoredMessage, topic string, key []byte) bool {
 		(len(key) == 0 || bytes.Equal(m.GetMessage().GetKey(), key))
 }
 
-// queryGroup calls fn with the matching messages of row group g.
-func (f *File) queryGroup(ctx context.Context, g int, topic string, key []byte, fn func(*orderlogpb.StoredMessage) error) error {
-	start, end := f.groupStart[g], f.groupStart[g+1]
-	filtered := func(m *orderlogpb.StoredMessage) error {
-		if matches(m, topic, key) {
-			return fn(m)
-		}
-		return nil
-	}
-	if topic == "" && len(key) == 0 {
-		return f.readRows(ctx, start, end, allFields, fn)
-	}
+// selectGroup hands the matches among rows [rows[0], rows[1]) of row group
+// g, which may hold some, and skips the rest.
+func (f *File) selectGroup(ctx context.Context, g int, rows [2]int64, topic string, key []byte, out *selection) error {
+	candidates := f.pageCandidates(g, rows, topic, key)
 	var runs [][2]int64 // [first, end) row indices of consecutive matches
-	row := start
-	err := f.readRows(ctx, start, end, fields(fieldLogOffset, fieldTopic, fieldKey), func(m *orderlogpb.StoredMessage) error {
-		if matches(m, topic, key) {
-			if n := len(runs); n > 0 && runs[n-1][1] == row {
-				runs[n-1][1]++
-			} else {
-				runs = append(runs, [2]int64{row, row + 1})
+	for _, c := range candidates {
+		row := c[0]
+		err := f.readRows(ctx, c[0], c[1], fields(fieldLogOffset, fieldTopic, fieldKey), func(m *orderlogpb.StoredMessage) error {
+			if matches(m, topic, key) {
+				if n := len(runs); n > 0 && runs[n-1][1] == row {
+					runs[n-1][1]++
+				} else {
+					runs = append(runs, [2]int64{row, row + 1})
+				}
 			}
-		}
-		row++
-		return nil
-	})
-	if err != nil || len(runs) == 0 {
-		return err
-	}
-	if len(runs) > maxSeekRuns {
-		return f.readRows(ctx, start, end, allFields, filtered)
-	}
-	for _, r := range runs {
-		if err := f.readRows(ctx, r[0], r[1], allFields, fn); err != nil {
+			row++
+			return nil
+		})
+		if err != nil {
 			return err
 		}
 	}
-	return nil
+	if len(runs) > maxSeekRuns {
+		// One read of the stretch, the rows between the runs skipped.
+		runs = [][2]int64{{runs[0][0], runs[len(runs)-1][1]}}
+	}
+	skip := func(start, end int64) error { return skipRows(out, candidates, start, end) }
+	next := rows[0]
+	for _, r := range runs {
+		if err := skip(next, r[0]); err != nil {
+			return err
+		}
+		row := r[0]
+		err := f.readRows(ctx, r[0], r[1], allFields, func(m *orderlogpb.StoredMessage) error {
+			row++
+			if matches(m, topic, key) {
+				return out.message(m)
+			}
+			return out.skip(row-1, row, true)
+		})
+		if err != nil {
+			return err
+		}
+		next = r[1]
+	}
+	return skip(next, rows[1])
+}
+
+// skipRows skips rows [start, end): as examined where they lie in the
+// candidate ranges (whose topic and key were read), else as ruled out.
+func skipRows(out *selection, candidates [][2]int64, start, end int64) error {
+	for _, c := range candidates {
+		if c[1] <= start || c[0] >= end {
+			continue
+		}
+		if err := out.skip(start, max(start, c[0]), false); err != nil {
+			return err
+		}
+		if err := out.skip(max(start, c[0]), min(end, c[1]), true); err != nil {
+			return err
+		}
+		start = min(end, c[1])
+	}
+	return out.skip(start, end, false)
+}
+
+// pageCandidates returns the parts of rows (row indices of the file, in
+// row group g) that the page index does not rule out: the rows of the
+// pages of the key and topic columns whose min and max may hold key and
+// topic, as sorted disjoint [first, end) ranges. Without a page index it
+// returns rows whole.
+func (f *File) pageCandidates(g int, rows [2]int64, topic string, key []byte) [][2]int64 {
+	out := [][2]int64{rows}
+	base := f.groupStart[g]
+	if len(key) > 0 {
+		out = intersectRows(out, f.pagesMayContain(g, leafKey, key), base)
+	}
+	if topic != "" {
+		out = intersectRows(out, f.pagesMayContain(g, leafTopic, []byte(topic)), base)
+	}
+	return out
+}
+
+// pagesMayContain returns the rows of row group g (relative to its first)
+// of the pages of byte-array column leaf whose page-index min and max may
+// hold v, as sorted disjoint [first, end) ranges; nil when the page index
+// cannot tell (absent, unreadable or inconsistent): every row may.
+func (f *File) pagesMayContain(g, leaf int, v []byte) (out [][2]int64) {
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
+	rgIndex, err := f.pq.GetPageIndexReader().RowGroup(g)
+	if err != nil || rgIndex == nil {
+		return nil
+	}
+	colIndex, err := rgIndex.GetColumnIndex(leaf)
+	if err != nil || colIndex == nil {
+		return nil
+	}
+	offsets, err := rgIndex.GetOffsetIndex(leaf)
+	if err != nil || offsets == nil {
+		return nil
+	}
+	pages := offsets.GetPageLocations()
+	mins, maxs, nulls := colIndex.GetMinValues(), colIndex.GetMaxValues(), colIndex.GetNullPages()
+	if len(mins) != len(pages) || len(maxs) != len(pages) || len(nulls) != len(pages) {
+		return nil
+	}
+	rows := f.groups[g].Rows
+	out = [][2]int64{}
+	for i, p := range pages {
+		end := rows
+		if i+1 < len(pages) {
+			end = pages[i+1].FirstRowIndex
+		}
+		if p.FirstRowIndex < 0 || end > rows || p.FirstRowIndex >= end {
+			return nil
+		}
+		if nulls[i] || bytes.Compare(v, mins[i]) < 0 || bytes.Compare(v, maxs[i]) > 0 {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1][1] == p.FirstRowIndex {
+			out[n-1][1] = end
+		} else {
+			out = append(out, [2]int64{p.FirstRowIndex, end})
+		}
+	}
+	return out
+}
+
+// intersectRows returns the rows of a (row indices of the file) that lie
+// in b (relative to base); b nil means every row.
+func intersectRows(a, b [][2]int64, base int64) [][2]int64 {
+	if b == nil {
+		return a
+	}
+	var out [][2]int64
+	for _, x := range a {
+		for _, y := range b {
+			first, end := max(x[0], y[0]+base), min(x[1], y[1]+base)
+			if first < end {
+				out = append(out, [2]int64{first, end})
+			}
+		}
+	}
+	return out
 }
 
 // mayContain reports whether row group g may hold a row with topic and key

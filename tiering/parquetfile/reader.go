@@ -24,6 +24,11 @@ const readBufferBytes = 16 << 10
 // readBatchRows is the most rows decoded at once by Read and Query.
 const readBatchRows = 1024
 
+// arrowReadProps are the column readers' settings: a batch's binary values
+// go into a buffer sized once from the column chunk's size per row, not
+// one grown by doubling (a copy and a clear of ~1 MiB per payload batch).
+var arrowReadProps = pqarrow.ArrowReadProperties{BatchSize: readBatchRows, PreAllocBinaryData: true}
+
 // RowGroup describes one row group of a file.
 type RowGroup struct {
 	// First and End bound the offsets of the row group's rows, [First, End),
@@ -39,6 +44,11 @@ type RowGroup struct {
 // File is an open archive file. Its methods are safe for concurrent use;
 // each reads from the io.ReaderAt only what it needs (see Read and Query).
 type File struct {
+	// src is what Open read the footer from; a ReaderAtContext reads the
+	// rest with the context of the call that needs it (see at).
+	src   io.ReaderAt
+	size  int64
+	props *parquet.ReaderProperties
 	pq    *file.Reader
 	arrow *pqarrow.FileReader
 	bloom *metadata.BloomFilterReader
@@ -48,6 +58,46 @@ type File struct {
 	// groupStart[len(groups)] = meta.Rows.
 	groups     []RowGroup
 	groupStart []int64
+}
+
+// ReaderAtContext is an io.ReaderAt whose reads a context can end: a File
+// opened over one reads its rows, dictionaries and bloom filters with the
+// context of the call that needs them (Read, Query, Select, a Cursor's),
+// so that a caller gone stops the fetches it started.
+type ReaderAtContext interface {
+	io.ReaderAt
+	ReadAtContext(ctx context.Context, p []byte, off int64) (int, error)
+}
+
+// boundReader reads a ReaderAtContext with one context.
+type boundReader struct {
+	ctx context.Context
+	r   ReaderAtContext
+}
+
+func (b boundReader) ReadAt(p []byte, off int64) (int, error) {
+	return b.r.ReadAtContext(b.ctx, p, off)
+}
+
+// at returns f reading with ctx: a view sharing f's footer and checks,
+// with arrow-go readers of its own over the source bound to ctx. Without
+// a ReaderAtContext it is f.
+func (f *File) at(ctx context.Context) (*File, error) {
+	src, ok := f.src.(ReaderAtContext)
+	if !ok {
+		return f, nil
+	}
+	pq, err := file.NewParquetReader(io.NewSectionReader(boundReader{ctx, src}, 0, f.size),
+		file.WithReadProps(f.props), file.WithMetadata(f.pq.MetaData()))
+	if err != nil {
+		return nil, fmt.Errorf("parquetfile: open: %w", err)
+	}
+	view := *f
+	view.pq, view.bloom = pq, pq.GetBloomFilterReader()
+	if view.arrow, err = pqarrow.NewFileReader(pq, arrowReadProps, memory.DefaultAllocator); err != nil {
+		return nil, fmt.Errorf("parquetfile: open: %w", err)
+	}
+	return &view, nil
 }
 
 // Open reads the footer of the archive file in r[0:size] and checks it: the
@@ -66,7 +116,7 @@ func Open(r io.ReaderAt, size int64) (_ *File, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("parquetfile: open: %w", err)
 	}
-	f := &File{pq: pq, bloom: pq.GetBloomFilterReader()}
+	f := &File{src: r, size: size, props: props, pq: pq, bloom: pq.GetBloomFilterReader()}
 	if f.meta, err = decodeMeta(footerLookup(pq.MetaData().KeyValueMetadata())); err != nil {
 		return nil, err
 	}
@@ -77,8 +127,27 @@ func Open(r io.ReaderAt, size int64) (_ *File, err error) {
 	if err := f.loadRowGroups(); err != nil {
 		return nil, err
 	}
-	f.arrow, err = pqarrow.NewFileReader(pq, pqarrow.ArrowReadProperties{BatchSize: readBatchRows}, memory.DefaultAllocator)
+	f.arrow, err = pqarrow.NewFileReader(pq, arrowReadProps, memory.DefaultAllocator)
 	if err != nil {
+		return nil, fmt.Errorf("parquetfile: open: %w", err)
+	}
+	return f, nil
+}
+
+// OpenContext is Open reading the footer with ctx; the File's later reads
+// go through r with the contexts of the calls that make them.
+func OpenContext(ctx context.Context, r ReaderAtContext, size int64) (*File, error) {
+	f, err := Open(boundReader{ctx, r}, size)
+	if err != nil {
+		return nil, err
+	}
+	f.src = r
+	if f.pq, err = file.NewParquetReader(io.NewSectionReader(r, 0, size),
+		file.WithReadProps(f.props), file.WithMetadata(f.pq.MetaData())); err != nil {
+		return nil, fmt.Errorf("parquetfile: open: %w", err)
+	}
+	f.bloom = f.pq.GetBloomFilterReader()
+	if f.arrow, err = pqarrow.NewFileReader(f.pq, arrowReadProps, memory.DefaultAllocator); err != nil {
 		return nil, fmt.Errorf("parquetfile: open: %w", err)
 	}
 	return f, nil
@@ -196,17 +265,28 @@ func (f *File) Read(ctx context.Context, from, to uint64, fn func(*orderlogpb.St
 	if from >= to {
 		return nil
 	}
-	return f.readRows(ctx, f.index.rowsBelow(from), f.index.rowsBelow(to), allFields, fn)
+	v, err := f.at(ctx)
+	if err != nil {
+		return err
+	}
+	return v.readRows(ctx, f.index.rowsBelow(from), f.index.rowsBelow(to), allFields, fn)
 }
 
 // Verify reads every row and checks the rows against the footer: their
 // offsets (as Read does) and the digest. It returns an error wrapping
 // ErrCorrupt when they disagree. The tiering worker can run it on what it
 // uploaded; it reads the whole file.
-func (f *File) Verify(ctx context.Context) error {
+func (f *File) Verify(ctx context.Context) error { return f.VerifyEach(ctx, nil) }
+
+// VerifyEach is Verify that also hands each row to each (when not nil), so
+// a caller checks its own properties of the rows in the same pass.
+func (f *File) VerifyEach(ctx context.Context, each func(*orderlogpb.StoredMessage)) error {
 	d := newRowDigest()
 	err := f.Read(ctx, f.meta.First, f.meta.End, func(m *orderlogpb.StoredMessage) error {
 		d.add(m)
+		if each != nil {
+			each(m)
+		}
 		return nil
 	})
 	if err != nil {
@@ -222,21 +302,26 @@ func (f *File) Verify(ctx context.Context) error {
 // with the fields of want filled, checks their offsets against the footer,
 // and calls fn with each.
 func (f *File) readRows(ctx context.Context, start, end int64, want fieldSet, fn func(*orderlogpb.StoredMessage) error) error {
+	return f.readBatches(ctx, start, end, want, func(batch []*orderlogpb.StoredMessage) error {
+		for _, m := range batch {
+			if err := fn(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// readBatches is readRows a batch of checked messages at a time.
+func (f *File) readBatches(ctx context.Context, start, end int64, want fieldSet, fn func([]*orderlogpb.StoredMessage) error) error {
 	if start >= end {
 		return nil
 	}
-	first := f.groupOf(start)
-	last := f.groupOf(end - 1)
-	groups := make([]int, 0, last-first+1)
-	for g := first; g <= last; g++ {
-		groups = append(groups, g)
-	}
-	cols, err := f.openColumns(ctx, want, groups, start-f.groupStart[first])
+	cols, check, err := f.openRows(ctx, start, end, want)
 	if err != nil {
 		return err
 	}
 	defer cols.release()
-	check := offsetCheck{index: f.index, next: f.offsetOfRow(start), end: f.offsetOfRow(end-1) + 1}
 	for remaining := end - start; remaining > 0; {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -249,13 +334,29 @@ func (f *File) readRows(ctx context.Context, start, end int64, want fieldSet, fn
 			if err := check.row(m.GetOffset()); err != nil {
 				return err
 			}
-			if err := fn(m); err != nil {
-				return err
-			}
+		}
+		if err := fn(batch); err != nil {
+			return err
 		}
 		remaining -= int64(len(batch))
 	}
 	return nil
+}
+
+// openRows opens readers of the fields in want over rows [start, end)
+// (start < end), positioned at start, and the check of their offsets.
+func (f *File) openRows(ctx context.Context, start, end int64, want fieldSet) (*columnSet, offsetCheck, error) {
+	first := f.groupOf(start)
+	last := f.groupOf(end - 1)
+	groups := make([]int, 0, last-first+1)
+	for g := first; g <= last; g++ {
+		groups = append(groups, g)
+	}
+	cols, err := f.openColumns(ctx, want, groups, start-f.groupStart[first])
+	if err != nil {
+		return nil, offsetCheck{}, err
+	}
+	return cols, offsetCheck{index: f.index, next: f.offsetOfRow(start), end: f.offsetOfRow(end-1) + 1}, nil
 }
 
 // groupOf returns the row group holding row r (0 <= r < Rows).

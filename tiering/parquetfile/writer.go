@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -19,6 +18,12 @@ import (
 // and ends where Close says. Append rows in strictly increasing offset
 // order from first on; every offset of [first, end) without a row is a
 // hole. Close writes the footer. A Writer is not safe for concurrent use.
+//
+// Append collects rows in Arrow builders; every BatchRows rows the batch
+// goes to a goroutine that encodes it into the row group (zstd, statistics,
+// bloom filters, the io.Writer) while Append collects the next one. Batches
+// are encoded one at a time and in order, so the file's bytes are the same
+// as if each were encoded in Append.
 type Writer struct {
 	first uint64
 	opts  WriterOptions
@@ -33,6 +38,10 @@ type Writer struct {
 	nrows   int64
 	digest  *rowDigest
 	pending int // rows in the builders, not yet handed to fw
+	// encoding receives the result of the batch being encoded, nil when
+	// none is. Only that batch's goroutine uses fw and out until it is
+	// received.
+	encoding chan error
 	// err is set once the writer can no longer be used: after a failed
 	// write to the io.Writer, and after Close.
 	err error
@@ -93,47 +102,71 @@ func (w *Writer) Append(m *orderlogpb.StoredMessage) error {
 	return nil
 }
 
-// check returns why m cannot be the next row, or nil.
+// check returns why m cannot be the next row, or nil: its offset's place
+// in the file, then what checkRow checks of any row.
 func (w *Writer) check(m *orderlogpb.StoredMessage) error {
 	if m == nil || m.GetMessage() == nil {
 		return fmt.Errorf("%w: no message", ErrInvalidMessage)
 	}
-	o := m.GetOffset()
-	switch {
+	switch o := m.GetOffset(); {
 	case o < w.first || o >= math.MaxInt64:
 		return fmt.Errorf("%w: offset %d, range from %d", ErrOutOfRange, o, w.first)
 	case o < w.next:
 		return fmt.Errorf("%w: offset %d after %d", ErrOutOfOrder, o, w.next-1)
-	case m.GetProducerId() > math.MaxInt64 || m.GetProducerSeq() > math.MaxInt64:
-		return fmt.Errorf("%w: offset %d: producer id %d or sequence %d above 2^63-1",
-			ErrInvalidMessage, o, m.GetProducerId(), m.GetProducerSeq())
-	case !utf8.ValidString(m.GetMessage().GetTopic()):
-		return fmt.Errorf("%w: offset %d: topic is not UTF-8", ErrInvalidMessage, o)
 	}
-	for _, h := range m.GetMessage().GetHeaders() {
-		if !utf8.ValidString(h.GetKey()) {
-			return fmt.Errorf("%w: offset %d: header key is not UTF-8", ErrInvalidMessage, o)
-		}
-	}
-	return nil
+	return checkRow(m)
 }
 
-// flush hands the rows in the builders to the Parquet writer, which encodes
-// them into the current row group and starts a new one every RowGroupRows.
+// flush hands the rows in the builders to a goroutine that encodes them
+// into the current row group (the Parquet writer starts a new one every
+// RowGroupRows), once the batch before them is encoded. It returns that
+// batch's error.
 func (w *Writer) flush() error {
 	if w.pending == 0 {
 		return nil
 	}
 	rec := w.rows.newRecord()
-	defer rec.Release()
 	w.pending = 0
-	if err := w.fw.WriteBuffered(rec); err != nil {
+	w.rows.reserveLike(rec)
+	if err := w.wait(); err != nil {
+		rec.Release()
+		return err
+	}
+	done := make(chan error, 1)
+	w.encoding = done
+	go func() {
+		defer rec.Release()
+		done <- w.fw.WriteBuffered(rec)
+	}()
+	return nil
+}
+
+// Wait returns once the rows handed to the encoding goroutine are encoded
+// into the file, or with the error that stopped it. Rows still collecting
+// in the builders (fewer than BatchRows) stay there: Wait changes nothing
+// in the file. A benchmark calls it to charge the encoding to the Writer.
+func (w *Writer) Wait() error {
+	if w.err != nil {
+		return w.err
+	}
+	return w.wait()
+}
+
+// wait waits until the batch being encoded, if any, is in the row group.
+func (w *Writer) wait() error {
+	if w.encoding == nil {
+		return nil
+	}
+	err := <-w.encoding
+	w.encoding = nil
+	if err != nil {
 		return w.fail(fmt.Errorf("parquetfile: write rows: %w", err))
 	}
 	return nil
 }
 
-// fail makes the writer unusable after err (nil: after a good Close).
+// fail makes the writer unusable after err (nil: after a good Close). No
+// batch is being encoded.
 func (w *Writer) fail(err error) error {
 	w.err = ErrClosed
 	if err != nil {
@@ -156,6 +189,9 @@ func (w *Writer) Close(end uint64) (Meta, error) {
 		return Meta{}, fmt.Errorf("%w: end %d, first %d, rows up to %d", ErrInvalidRange, end, w.first, w.next)
 	}
 	if err := w.flush(); err != nil {
+		return Meta{}, err
+	}
+	if err := w.wait(); err != nil {
 		return Meta{}, err
 	}
 	if w.next < end {
@@ -248,6 +284,36 @@ func appendNullable(b *array.BinaryBuilder, v []byte) {
 
 // newRecord returns the collected rows as a record and empties the builders.
 func (b *rowBuilder) newRecord() arrow.RecordBatch { return b.rb.NewRecordBatch() }
+
+// reserveLike makes room in the emptied builders for a batch like rec, so
+// that the next batch's buffers are allocated once instead of grown (and
+// copied) from empty as it fills.
+func (b *rowBuilder) reserveLike(rec arrow.RecordBatch) {
+	n := int(rec.NumRows())
+	b.rb.Reserve(n)
+	for _, c := range []struct {
+		builder *array.BinaryBuilder
+		field   int
+	}{{b.key, fieldKey}, {b.messageID, fieldMessageID}, {b.payload, fieldPayload}} {
+		b.reserveData(c.builder, rec.Column(c.field))
+	}
+	b.reserveData(b.topic.BinaryBuilder, rec.Column(fieldTopic))
+	header := rec.Column(fieldHeaders).(*array.List).ListValues().(*array.Struct)
+	b.header.Reserve(header.Len())
+	b.headerKey.Reserve(header.Len())
+	b.headerValue.Reserve(header.Len())
+	b.reserveData(b.headerKey.BinaryBuilder, header.Field(0))
+	b.reserveData(b.headerValue, header.Field(1))
+}
+
+// reserveData reserves as many value bytes in bb as a (a binary or string
+// column) holds.
+func (b *rowBuilder) reserveData(bb *array.BinaryBuilder, a arrow.Array) {
+	type valueBytes interface{ ValueBytes() []byte }
+	if v, ok := a.(valueBytes); ok {
+		bb.ReserveData(len(v.ValueBytes()))
+	}
+}
 
 func (b *rowBuilder) release() {
 	if b.rb != nil {

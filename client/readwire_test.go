@@ -1,0 +1,146 @@
+package client
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"orderlog/proto/orderlogpb"
+)
+
+// samplePage has every field of a read frame set somewhere, and some left
+// empty.
+func samplePage() *Page {
+	long := bytes.Repeat([]byte("0123456789"), 150)
+	return &Page{
+		Messages: []*orderlogpb.StoredMessage{
+			{Offset: 0, Message: &orderlogpb.Message{}},
+			{Offset: 1, Message: &orderlogpb.Message{Topic: "t", Value: []byte("v")}, ProducerId: 3, ProducerSeq: 0, IngestTimeUs: 1764750000123456},
+			{Offset: 1 << 62, Message: &orderlogpb.Message{Topic: "orders", Key: []byte("customer-1"), Value: long, ClientTimeUs: -5, MessageId: []byte("m1"),
+				Headers: []*orderlogpb.Header{{Key: "content-type", Value: []byte("application/json")}, {}, {Key: "é", Value: []byte{0xff}}}},
+				ProducerId: 1<<64 - 1, ProducerSeq: 1 << 40, IngestTimeUs: -1},
+			{Offset: 5},
+		},
+		Skipped:    []*orderlogpb.SkippedRange{{First: 2, End: 5}, {First: 6, End: 7, Reason: "compacted"}},
+		NextOffset: 8, Committed: 9,
+	}
+}
+
+func pooled(b []byte) mem.Buffer { return mem.SliceBuffer(bytes.Clone(b)) }
+
+// TestDecodePageIsProtoUnmarshal: a frame decodes to what proto.Unmarshal
+// gives, with the fast decoder (not its fallback), and its bytes fields
+// are capped so that an append does not overwrite the next field.
+func TestDecodePageIsProtoUnmarshal(t *testing.T) {
+	wire, err := proto.Marshal(samplePage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !decodePageFast(bytes.Clone(wire), &Page{}) {
+		t.Fatal("the fast decoder refused a frame the server sends")
+	}
+	got, err := decodePage(pooled(wire))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got, samplePage()) {
+		t.Fatalf("decoded %v\nwant %v", got, samplePage())
+	}
+	key := got.Messages[2].Message.Key
+	if cap(key) != len(key) || got.Messages[0].Message.Value != nil {
+		t.Fatalf("key cap %d len %d; empty value %v", cap(key), len(key), got.Messages[0].Message.Value)
+	}
+}
+
+// TestDecodePageFallsBack: frames the fast decoder does not expect decode
+// as proto.Unmarshal decodes them: an unknown field is kept, a message
+// field twice is merged, and text that is not UTF-8 is an error.
+func TestDecodePageFallsBack(t *testing.T) {
+	var unknown []byte
+	unknown = protowire.AppendTag(unknown, 99, protowire.VarintType)
+	unknown = protowire.AppendVarint(unknown, 7)
+	merged := protowire.AppendTag(nil, 1, protowire.BytesType)
+	stored := protowire.AppendTag(nil, 2, protowire.BytesType)
+	stored = protowire.AppendBytes(stored, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("a")))
+	stored = protowire.AppendTag(stored, 2, protowire.BytesType)
+	stored = protowire.AppendBytes(stored, protowire.AppendBytes(protowire.AppendTag(nil, 3, protowire.BytesType), []byte("v")))
+	merged = protowire.AppendBytes(merged, stored)
+	badText := protowire.AppendTag(nil, 2, protowire.BytesType)
+	badText = protowire.AppendBytes(badText, protowire.AppendBytes(protowire.AppendTag(nil, 3, protowire.BytesType), []byte{0xff}))
+	for name, wire := range map[string][]byte{"unknown_field": unknown, "message_twice": merged, "reason_not_utf8": badText, "truncated": {0x0a, 0x05, 1}} {
+		t.Run(name, func(t *testing.T) {
+			if decodePageFast(bytes.Clone(wire), &Page{}) {
+				t.Fatal("the fast decoder took it")
+			}
+			sameAsProto(t, wire)
+		})
+	}
+}
+
+// sameAsProto fails unless decodePage and proto.Unmarshal agree on wire:
+// both fail, or both give equal pages with the same unknown fields.
+func sameAsProto(t *testing.T, wire []byte) {
+	t.Helper()
+	want := &Page{}
+	wantErr := proto.Unmarshal(wire, want)
+	got, err := decodePage(pooled(wire))
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("decodePage: %v; proto.Unmarshal: %v", err, wantErr)
+	}
+	if err == nil && !proto.Equal(got, want) {
+		t.Fatalf("decodePage gave %v, proto.Unmarshal %v", got, want)
+	}
+}
+
+// FuzzDecodePage: whatever the bytes, decodePage agrees with
+// proto.Unmarshal.
+func FuzzDecodePage(f *testing.F) {
+	wire, err := proto.Marshal(samplePage())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(wire)
+	f.Add(wire[:len(wire)/2])
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0x00, 0x12, 0x00, 0x18, 0x01})
+	f.Fuzz(func(t *testing.T, wire []byte) { sameAsProto(t, wire) })
+}
+
+// TestDecodeFieldNumbers: the numbers decodePageFast reads are
+// orderlog.proto's.
+func TestDecodeFieldNumbers(t *testing.T) {
+	check := func(m proto.Message, name protoreflect.Name, kind protoreflect.Kind, want protowire.Number) {
+		t.Helper()
+		fd := m.ProtoReflect().Descriptor().Fields().ByName(name)
+		if fd == nil || fd.Number() != want || fd.Kind() != kind {
+			t.Errorf("%T.%s: %v, decoded as number %d of kind %v", m, name, fd, want, kind)
+		}
+	}
+	check(&Page{}, "messages", protoreflect.MessageKind, pageMessages)
+	check(&Page{}, "skipped", protoreflect.MessageKind, pageSkipped)
+	check(&Page{}, "next_offset", protoreflect.Uint64Kind, pageNextOffset)
+	check(&Page{}, "committed", protoreflect.Uint64Kind, pageCommitted)
+	s := &orderlogpb.StoredMessage{}
+	check(s, "offset", protoreflect.Uint64Kind, storedOffset)
+	check(s, "message", protoreflect.MessageKind, storedMessage)
+	check(s, "producer_id", protoreflect.Uint64Kind, storedProducerID)
+	check(s, "producer_seq", protoreflect.Uint64Kind, storedProducerSeq)
+	check(s, "ingest_time_us", protoreflect.Int64Kind, storedIngestUs)
+	m := &orderlogpb.Message{}
+	check(m, "topic", protoreflect.StringKind, messageTopic)
+	check(m, "key", protoreflect.BytesKind, messageKey)
+	check(m, "value", protoreflect.BytesKind, messageValue)
+	check(m, "headers", protoreflect.MessageKind, messageHeaders)
+	check(m, "client_time_us", protoreflect.Int64Kind, messageClientUs)
+	check(m, "message_id", protoreflect.BytesKind, messageID)
+	check(&orderlogpb.Header{}, "key", protoreflect.StringKind, headerKey)
+	check(&orderlogpb.Header{}, "value", protoreflect.BytesKind, headerValue)
+	r := &orderlogpb.SkippedRange{}
+	check(r, "first", protoreflect.Uint64Kind, skippedFirst)
+	check(r, "end", protoreflect.Uint64Kind, skippedEnd)
+	check(r, "reason", protoreflect.StringKind, skippedReason)
+}
