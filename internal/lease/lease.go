@@ -80,7 +80,10 @@ func survived(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, tt
 		cancelAsk()
 		switch {
 		case err == nil:
-			return resp.TTL > 0
+			// etcd truncates the remaining TTL to whole seconds: 0 is a
+			// lease with less than a second left, which a renewal still
+			// saves (or finds gone, ending the next stream); -1 is gone.
+			return resp.TTL >= 0
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			return false
 		}
