@@ -13,27 +13,35 @@ import (
 )
 
 // producerPrincipals remembers which principal each producer id is bound
-// to (its etcd record's), so that a frame is checked without an etcd read
-// after the first.
+// to (its etcd record's), and the producer's name, so that a frame is
+// checked without an etcd read after the first and a principal's sessions
+// are counted by name (producer_limit.go).
 type producerPrincipals struct {
 	mu    sync.Mutex
-	known map[uint64]string
+	known map[uint64]producerBinding
 }
+
+type producerBinding struct{ principal, name string }
 
 func (p *producerPrincipals) get(id uint64) (string, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	principal, ok := p.known[id]
-	return principal, ok
+	b, ok := p.binding(id)
+	return b.principal, ok
 }
 
-func (p *producerPrincipals) set(id uint64, principal string) {
+func (p *producerPrincipals) binding(id uint64) (producerBinding, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.known[id]
+	return b, ok
+}
+
+func (p *producerPrincipals) set(id uint64, principal, name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.known == nil {
-		p.known = map[uint64]string{}
+		p.known = map[uint64]producerBinding{}
 	}
-	p.known[id] = principal
+	p.known[id] = producerBinding{principal: principal, name: name}
 }
 
 // ProduceQuota is implemented by an Authorizer that also bounds each
@@ -116,7 +124,7 @@ func (n *Node) checkSessionPrincipal(ctx context.Context, id uint64, principal s
 		}
 		owner = rec.Principal
 		if owner != "" { // an unbound producer may be bound by its next InitProducer
-			n.principals.set(id, owner)
+			n.principals.set(id, owner, rec.Name)
 		}
 	}
 	if owner != "" && owner != principal {

@@ -69,6 +69,10 @@ type Node struct {
 	releaseWaiters map[uint64]chan coordinator.ProducerReleased
 	nextInit       uint64
 	encoder        coordinator.Encoder
+	// initsInFlight counts, by principal, the InitProducers of sessions
+	// new here that passed the session limit and are not settled yet
+	// (producer_limit.go).
+	initsInFlight map[string]int
 
 	// closeReasons says why each ledger the node gave up is closed, for the
 	// LedgerClosed event.
@@ -105,6 +109,7 @@ func NewNode(ctx context.Context, cfg Config, etcd *clientv3.Client, stores ledg
 		machine: machine, writers: make(map[uint64]*openWriter), grantAsked: make(map[uint64]time.Time),
 		initWaiters: make(map[uint64]chan coordinator.InitDone), closeReasons: make(map[uint64]string),
 		releaseWaiters: make(map[uint64]chan coordinator.ProducerReleased),
+		initsInFlight:  make(map[string]int),
 		logger:         event.OrDiscard(cfg.Logger), events: cfg.Events, metrics: newNodeMetrics(),
 		topics: NewTopics(etcd),
 	}

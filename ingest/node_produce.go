@@ -234,6 +234,11 @@ func (n *Node) InitProducer(ctx context.Context, name string) (*orderlogpb.InitP
 	if err != nil {
 		return nil, err
 	}
+	release, err := n.admitProducer(principal, name) // producer_limit.go
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	start := time.Now()
 	incarnation := n.current().incarnation
 	rec, previous, err := registerProducerAs(ctx, n.etcd, name, incarnation, principal)
@@ -243,8 +248,9 @@ func (n *Node) InitProducer(ctx context.Context, name string) (*orderlogpb.InitP
 	if err != nil {
 		return nil, apierr.New(apierr.Unavailable, "register producer: %v", err)
 	}
+	n.auditFencing(ctx, rec, previous)
 	if rec.Principal != "" {
-		n.principals.set(rec.ID, rec.Principal)
+		n.principals.set(rec.ID, rec.Principal, rec.Name)
 	}
 	if rec.Owner == incarnation { // else the takeover hands it over from its live owner
 		n.ownerChanged(rec, previous.Owner, incarnation, start)

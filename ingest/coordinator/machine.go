@@ -243,6 +243,11 @@ func (m *Machine) appendEntry(a Append) int64 {
 // Producers is the number of producers this node owns or is taking over.
 func (m *Machine) Producers() int { return len(m.producers) }
 
+// ProducerIDs are the producers this node owns or is taking over.
+func (m *Machine) ProducerIDs() []uint64 {
+	return sortedIDs(m.producers, func(*session) bool { return true })
+}
+
 // Ledger is the open ledger (0 if none).
 func (m *Machine) Ledger() uint64 { return m.ledger.id }
 

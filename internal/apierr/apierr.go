@@ -53,6 +53,7 @@ const (
 	NotAssigned            Code = "NOT_ASSIGNED"     // a group commit for a partition not assigned to the member
 	UnknownGroup           Code = "UNKNOWN_GROUP"
 	QuotaExceeded          Code = "QUOTA_EXCEEDED"    // the principal is over its bytes/s quota; retry after retry_after_ms
+	LimitExceeded          Code = "LIMIT_EXCEEDED"    // the principal or address holds as many streams, connections or producer sessions as it may; retry once one ends
 	Unauthenticated        Code = "UNAUTHENTICATED"   // no credentials, or bad ones (nothing says which)
 	PermissionDenied       Code = "PERMISSION_DENIED" // the principal lacks the ACL for the call; nothing was logged or served
 	Internal               Code = "INTERNAL"
@@ -86,6 +87,7 @@ var catalogue = map[Code]mapping{
 	NotAssigned:            {ClassClient, codes.FailedPrecondition, http.StatusConflict},
 	UnknownGroup:           {ClassClient, codes.NotFound, http.StatusNotFound},
 	QuotaExceeded:          {ClassRetry, codes.ResourceExhausted, http.StatusTooManyRequests},
+	LimitExceeded:          {ClassRetry, codes.ResourceExhausted, http.StatusTooManyRequests},
 	Unauthenticated:        {ClassClient, codes.Unauthenticated, http.StatusUnauthorized},
 	PermissionDenied:       {ClassClient, codes.PermissionDenied, http.StatusForbidden},
 	Internal:               {ClassServer, codes.Internal, http.StatusInternalServerError},

@@ -24,7 +24,9 @@ type httpBody struct {
 // retention deletes ledgers, so a client had better pause (or go to
 // another node) than spin. IDEMPOTENCY_KEY_IN_FLIGHT (409) waits for the
 // first request's outcome, which takes about an ack's latency.
-var retryAfter = map[Code]string{DiskFull: "1", IdempotencyKeyInFlight: "1"}
+// LIMIT_EXCEEDED (429) waits for one of the principal's streams or
+// sessions to end, which nothing here can foresee.
+var retryAfter = map[Code]string{DiskFull: "1", IdempotencyKeyInFlight: "1", LimitExceeded: "1"}
 
 // WriteHTTP answers an HTTP request with err, mapped through the catalogue.
 func WriteHTTP(w http.ResponseWriter, err error) {

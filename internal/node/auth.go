@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -35,18 +36,20 @@ type authGuard struct {
 	cfg      AuthConfig
 	watcher  *auth.Watcher
 	limiter  *auth.Limiter
+	holdings *holdings              // what principals and addresses hold open (limits.go)
+	logger   *slog.Logger           // audit lines of the admin calls it sees (topic changes)
 	throttle *prometheus.CounterVec // quota refusals and delays, by direction
 	failures *prometheus.CounterVec // by reason
 	denied   *prometheus.CounterVec // by operation
 }
 
-func newAuthGuard(ctx context.Context, cli *clientv3.Client, cfg AuthConfig) (*authGuard, error) {
+func newAuthGuard(ctx context.Context, cli *clientv3.Client, cfg AuthConfig, limits Limits, logger *slog.Logger) (*authGuard, error) {
 	w, err := auth.NewWatcher(ctx, auth.NewStore(cli))
 	if err != nil {
 		return nil, err
 	}
 	go w.Run(ctx)
-	return &authGuard{cfg: cfg, watcher: w, limiter: auth.NewLimiter(),
+	return &authGuard{cfg: cfg, watcher: w, limiter: auth.NewLimiter(), holdings: newHoldings(limits), logger: logger,
 		throttle: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "orderlog_quota_throttled_total",
 			Help: "Produce frames refused (QUOTA_EXCEEDED) and read sends delayed for a principal over its quota, by direction."},
 			[]string{"direction"}),
@@ -234,7 +237,25 @@ func (g *authGuard) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if principal != "" {
 		ctx = auth.WithPrincipal(ctx, principal)
 	}
-	return handler(ctx, req)
+	resp, err := handler(ctx, req)
+	if err == nil {
+		g.auditUnary(ctx, req, resp)
+	}
+	return resp, err
+}
+
+// auditUnary logs the admin calls the public services serve (the Auth
+// service logs its own): topic changes.
+func (g *authGuard) auditUnary(ctx context.Context, req, resp any) {
+	if r, ok := req.(*orderlogpb.CreateTopicRequest); ok {
+		topic, _ := resp.(*orderlogpb.Topic)
+		g.auditTopicCreated(ctx, r, topic)
+	}
+}
+
+func (g *authGuard) auditTopicCreated(ctx context.Context, req *orderlogpb.CreateTopicRequest, topic *orderlogpb.Topic) {
+	auth.Audit(ctx, g.logger, "topic created", "topic", topic.GetName(), "partitions", topic.GetPartitions(),
+		"cleanup_policy", req.GetConfig().GetCleanupPolicy(), "retention_ms", req.GetConfig().GetRetentionMs())
 }
 
 // authorizeUnary checks a unary call's ACL; calls it does not name need
@@ -296,6 +317,11 @@ func (g *authGuard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 			}
 		}
 	}
+	release, err := g.holdings.openStream(principal) // limits.go
+	if err != nil {
+		return err
+	}
+	defer release()
 	return handler(srv, &guardedStream{ServerStream: ss, ctx: ctx, guard: g, principal: principal})
 }
 

@@ -98,7 +98,11 @@ func (h httpService) CreateTopic(ctx context.Context, req *orderlogpb.CreateTopi
 	if err := h.guard.authorize(ctx, auth.Admin, req.Name); err != nil {
 		return nil, err
 	}
-	return h.service.CreateTopic(ctx, req)
+	topic, err := h.service.CreateTopic(ctx, req)
+	if err == nil {
+		h.guard.auditTopicCreated(ctx, req, topic)
+	}
+	return topic, err
 }
 
 func (h httpService) ListPartitions(ctx context.Context, req *orderlogpb.ListPartitionsRequest) (*orderlogpb.ListPartitionsResponse, error) {
@@ -131,6 +135,12 @@ func (c guardedConsumers) Serve(ctx context.Context, join *orderlogpb.JoinGroup,
 	if err := c.guard.chargeReadCall(ctx, 0, true); err != nil {
 		return err
 	}
+	principal, _ := auth.PrincipalFrom(ctx)
+	release, err := c.guard.holdings.openStream(principal) // an HTTP stream counts as a gRPC one does
+	if err != nil {
+		return err
+	}
+	defer release()
 	return c.Consumers.Serve(ctx, join, recv, func(resp *orderlogpb.ConsumeResponse) error {
 		if err := send(resp); err != nil {
 			return err

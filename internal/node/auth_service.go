@@ -21,11 +21,7 @@ type authService struct {
 
 // audit logs an administrative action with the caller's principal.
 func audit(ctx context.Context, logger *slog.Logger, action string, attrs ...any) {
-	principal, _ := auth.PrincipalFrom(ctx)
-	if principal == "" {
-		principal = "(authentication off)"
-	}
-	logger.Info("audit", append([]any{"principal", principal, "action", action}, attrs...)...)
+	auth.Audit(ctx, logger, action, attrs...)
 }
 
 func (s *authService) CreateToken(ctx context.Context, req *orderlogpb.CreateTokenRequest) (*orderlogpb.CreateTokenResponse, error) {

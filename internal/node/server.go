@@ -95,6 +95,9 @@ type Config struct {
 	Auth AuthConfig
 	// HTTPTimeouts bound slow and idle HTTP clients (0: the defaults).
 	HTTPTimeouts HTTPTimeouts
+	// Limits bound the streams, connections and producer sessions one
+	// principal or address holds (limits.go; 0: the defaults).
+	Limits Limits
 	// Commit is the replication of the sequencer's commit ledger; its
 	// ensemble is chosen from the registered stores. Default W = A = 1.
 	Commit Replication
@@ -202,6 +205,9 @@ func (c *Config) Validate() error {
 	if err := c.validateStoreLease(); err != nil {
 		return err
 	}
+	if err := c.Limits.Validate(); err != nil {
+		return err
+	}
 	return c.HTTPLimits.Validate()
 }
 
@@ -295,9 +301,10 @@ func (s *Server) start() error {
 	if s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("listen gRPC: %w", err)
 	}
-	if s.auth, err = newAuthGuard(ctx, s.cli, s.cfg.Auth); err != nil { // auth.go
+	if s.auth, err = newAuthGuard(ctx, s.cli, s.cfg.Auth, s.cfg.Limits, s.logger); err != nil { // auth.go
 		return fmt.Errorf("load credentials: %w", err)
 	}
+	s.grpcLis = s.auth.holdings.listener(s.grpcLis) // limits_listen.go
 	s.cfg.Ingest.Authorize = s.auth
 	s.grpc = grpc.NewServer(append(append(append(grpcopt.ServerOptions(), s.tlsServerOptions()...), grpcServerKeepalive()...), s.auth.serverOptions()...)...)
 	s.registerObservability(s.grpc)
@@ -508,6 +515,8 @@ func (s *Server) startHTTP() error {
 	if s.httpLis, err = net.Listen("tcp", s.cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen HTTP: %w", err)
 	}
+	// limits_listen.go: one count of connections per address with the gRPC port's
+	s.httpLis = s.auth.holdings.listener(s.httpLis)
 	handler = bodyDeadline(handler, cmp.Or(s.cfg.HTTPTimeouts.Read, DefaultHTTPReadTimeout)) // httplimits.go
 	s.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 1 << 20,
 		IdleTimeout: cmp.Or(s.cfg.HTTPTimeouts.Idle, DefaultHTTPIdleTimeout)}
@@ -523,7 +532,7 @@ func (s *Server) metricsRegistry() *prometheus.Registry {
 	if s.ingest != nil {
 		registry.MustRegister(s.ingest.Collectors()...)
 	}
-	registry.MustRegister(newStatusCollector(s), newBoundedCollector(s), s.auth.failures, s.auth.denied, s.auth.throttle)
+	registry.MustRegister(newStatusCollector(s), newBoundedCollector(s), s.auth.failures, s.auth.denied, s.auth.throttle, s.auth.holdings.refusals)
 	if s.sequencer != nil { // checkpoint age, size, retained commit records
 		registry.MustRegister(sequencer.NewCollector(s.sequencer))
 	}
