@@ -10,6 +10,7 @@ import (
 	"orderlog/internal/apierr"
 	"orderlog/internal/partition"
 	"orderlog/proto/orderlogpb"
+	"orderlog/proto/producewire"
 )
 
 // Filter selects messages for Query; the zero Filter selects everything.
@@ -222,7 +223,7 @@ func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadRespons
 		stored := slab[0].fill(offset, rec, producerID, seq, ingestTime)
 		// Everything the message encodes to counts: headers and message
 		// ids too, not only the value.
-		if !budget.take(page, storedSize(stored)) {
+		if !budget.take(page, producewire.StoredMessageSize(stored)) {
 			return offset, nil
 		}
 		slab = slab[1:]

@@ -1,8 +1,6 @@
 package reader
 
 import (
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"orderlog/ingest/batch"
 	"orderlog/proto/orderlogpb"
 )
@@ -34,41 +32,4 @@ func (s *storedMessage) fill(offset uint64, rec *batch.Record, producerID, seq u
 	st := &s.stored
 	st.Offset, st.Message, st.ProducerId, st.ProducerSeq, st.IngestTimeUs = offset, m, producerID, seq, ingestTime
 	return st
-}
-
-// storedSize is proto.Size(s), computed from the fields: pages size every
-// message they take, and the protobuf runtime's generic walk was a tenth
-// of a read's CPU.
-func storedSize(s *orderlogpb.StoredMessage) int {
-	n := varintField(s.Offset) + varintField(s.ProducerId) + varintField(s.ProducerSeq) + varintField(uint64(s.IngestTimeUs))
-	if s.Message != nil {
-		n += 1 + protowire.SizeBytes(messageSize(s.Message))
-	}
-	return n
-}
-
-func messageSize(m *orderlogpb.Message) int {
-	n := bytesField(len(m.Topic)) + bytesField(len(m.Key)) + bytesField(len(m.Value)) +
-		varintField(uint64(m.ClientTimeUs)) + bytesField(len(m.MessageId))
-	for _, h := range m.Headers {
-		n += 1 + protowire.SizeBytes(bytesField(len(h.Key))+bytesField(len(h.Value)))
-	}
-	return n
-}
-
-// varintField and bytesField are the encoded size of a field numbered
-// below 16 (a one-byte tag) holding v or n bytes; proto3 leaves zero
-// values out.
-func varintField(v uint64) int {
-	if v == 0 {
-		return 0
-	}
-	return 1 + protowire.SizeVarint(v)
-}
-
-func bytesField(n int) int {
-	if n == 0 {
-		return 0
-	}
-	return 1 + protowire.SizeBytes(n)
 }

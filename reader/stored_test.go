@@ -7,10 +7,11 @@ import (
 
 	"orderlog/ingest/batch"
 	"orderlog/proto/orderlogpb"
+	"orderlog/proto/producewire"
 )
 
 // TestStoredMessagesAreToProtos: a page's message is batch.ToProto's, and
-// storedSize is proto.Size's, for records with and without each field
+// the size a page charges for it is proto.Size's, for records with and without each field
 // (empty and long bytes, negative times, headers with empty parts).
 func TestStoredMessagesAreToProtos(t *testing.T) {
 	long := make([]byte, 300)
@@ -35,8 +36,8 @@ func TestStoredMessagesAreToProtos(t *testing.T) {
 			if !proto.Equal(got, want) {
 				t.Errorf("%s %+v: filled %v, ToProto gives %v", name, p, got, want)
 			}
-			if size, wantSize := storedSize(got), proto.Size(want); size != wantSize {
-				t.Errorf("%s %+v: storedSize %d, proto.Size %d", name, p, size, wantSize)
+			if size, wantSize := producewire.StoredMessageSize(got), proto.Size(want); size != wantSize {
+				t.Errorf("%s %+v: StoredMessageSize %d, proto.Size %d", name, p, size, wantSize)
 			}
 		}
 	}

@@ -12,8 +12,9 @@ import (
 )
 
 // codec is gRPC's protobuf codec on sharedPool, with hand-written encoders
-// for the produce stream. gRPC's own codec takes its marshal and reassembly
-// buffers from the default pool, whatever pool the connection was given.
+// for the produce stream and the read streams' pages. gRPC's own codec
+// takes its marshal and reassembly buffers from the default pool, whatever
+// pool the connection was given.
 //
 // The codec is never registered with gRPC's process-wide registry: orderlog's
 // servers and connections select it through ServerOptions and DialOptions
@@ -29,8 +30,8 @@ type codec struct{}
 func (codec) Name() string { return "proto" }
 
 func (codec) Marshal(v any) (mem.BufferSlice, error) {
-	// The produce stream's messages have hand-written encoders with the same
-	// output (see producewire).
+	// The produce stream's messages and the read streams' pages have
+	// hand-written encoders with the same output (see producewire).
 	switch m := v.(type) {
 	case *orderlogpb.ProduceRequest:
 		return marshalInto(producewire.ProduceRequestSize(m), func(b []byte) ([]byte, error) {
@@ -39,6 +40,10 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	case *orderlogpb.ProduceResponse:
 		return marshalInto(producewire.ProduceResponseSize(m), func(b []byte) ([]byte, error) {
 			return producewire.AppendProduceResponse(b, m)
+		})
+	case *orderlogpb.ReadResponse:
+		return marshalInto(producewire.ReadResponseSize(m), func(b []byte) ([]byte, error) {
+			return producewire.AppendReadResponse(b, m)
 		})
 	}
 	m := messageOf(v)
