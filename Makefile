@@ -121,6 +121,15 @@ bench-tls: build
 bench-secure: build
 	$(GO) run ./bench/tls -secure -orderlog $(BIN) $(SECURE_ARGS)
 
+## bench-scale: one `orderlog sequencer` and N = 1, 2, 4, 8 `orderlog ingest` processes (W=A=1,
+## stores and etcd on tmpfs) under the bench load: per N msg/s, grants/s, messages per grant,
+## the sequencer's CPU per grant and per message, commit-log bytes/s, etcd writes/s, C lag p99;
+## then the sequencer saturated by synthetic grant sessions and `orderlog dev` at its peak;
+## ends with sequencer_headroom_ratio= (goal >= 10); ~6 min; SCALE_ARGS='-rounds 1 -duration 3s'
+.PHONY: bench-scale
+bench-scale: build
+	$(GO) run ./bench/scale -orderlog $(BIN) $(SCALE_ARGS)
+
 bench-wal:
 	@if [ -d bench/wal ]; then $(GO) run ./bench/wal; else echo "bench-wal: not built yet"; fi
 

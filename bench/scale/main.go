@@ -1,0 +1,175 @@
+// Command scale measures how many ingest nodes one sequencer leader
+// carries (`make bench-scale`, issue 20). For N = 1, 2, 4, 8 it starts one
+// `orderlog sequencer` and N `orderlog ingest` processes on loopback (W = A
+// = 1, every store on tmpfs so the shared disk is out of the picture, etcd
+// embedded in this process) and drives them with the `orderlog bench` load
+// (idempotent gRPC streams of 1 KiB messages, spread over the nodes). For
+// each N it prints the acknowledged msg/s, grants/s, messages per grant,
+// the sequencer process's CPU per grant and per message (/proc/PID/stat),
+// the commit log's bytes/s (the written bytes of the store that holds it),
+// etcd's writes and reads per second, and how long after its ack C passes a
+// probe message (p50/p99). Then it saturates a sequencer alone with
+// synthetic grant sessions for its capacity in grants/s, and measures
+// `orderlog dev` at its own peak for the grant rate one node needs. It ends
+// with sequencer_headroom_ratio= (capacity over that rate: how many
+// single-node peaks one leader orders). Everything shares this machine's
+// cores, the load generators included: the rates are this machine's, the
+// costs per grant and per message carry over.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"orderlog/client"
+)
+
+// config is one run of the benchmark.
+type config struct {
+	binary        string
+	nodes         []int
+	rounds        int
+	duration      time.Duration
+	warmup        time.Duration
+	streams       int
+	minStreams    int
+	size          int
+	probeInterval time.Duration
+	tmpfs         string
+	devDir        string
+	devArgs       []string
+	sequencerArgs []string
+	ingestArgs    []string
+	saturate      saturateConfig
+}
+
+func main() {
+	var cfg config
+	var nodes, devArgs, sequencerArgs, ingestArgs string
+	flag.StringVar(&cfg.binary, "orderlog", "bin/orderlog", "the orderlog binary")
+	flag.StringVar(&nodes, "nodes", "1,2,4,8", "ingest process counts to measure")
+	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of every phase; medians are reported")
+	flag.DurationVar(&cfg.duration, "duration", 5*time.Second, "length of each measurement")
+	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "load before each measurement (ledgers open, reservations made)")
+	flag.IntVar(&cfg.streams, "streams", 16, "producer streams in all, spread over the ingest processes")
+	flag.IntVar(&cfg.minStreams, "min-streams", 2, "producer streams per ingest process at least")
+	flag.IntVar(&cfg.size, "size", 1024, "message size")
+	flag.DurationVar(&cfg.probeInterval, "probe-interval", 20*time.Millisecond, "one probe message per ingest process this often, for the C lag")
+	flag.StringVar(&cfg.tmpfs, "tmpfs", "/dev/shm", "tmpfs directory for the clusters' stores and etcd")
+	flag.StringVar(&cfg.devDir, "dev-dir", "", "directory for `orderlog dev`'s data (default: the system's temporary directory, on disk as deployed)")
+	flag.StringVar(&devArgs, "dev-args", "", "more flags for orderlog dev, space-separated")
+	flag.StringVar(&sequencerArgs, "sequencer-args", "", "more flags for orderlog sequencer, space-separated")
+	flag.StringVar(&ingestArgs, "ingest-args", "", "more flags for every orderlog ingest, space-separated")
+	flag.IntVar(&cfg.saturate.streams, "sat-streams", 32, "synthetic grant sessions when saturating the sequencer")
+	flag.IntVar(&cfg.saturate.window, "sat-window", 16, "grant requests in flight per synthetic session")
+	flag.Uint64Var(&cfg.saturate.count, "sat-count", 64, "offsets per synthetic grant")
+	flag.DurationVar(&cfg.saturate.duration, "sat-duration", 0, "length of each saturation measurement (default: -duration)")
+	flag.Parse()
+	debug.SetGCPercent(400) // as the orderlog binary does
+	var err error
+	if cfg.nodes, err = parseInts(nodes); err != nil {
+		fail(err)
+	}
+	cfg.devArgs, cfg.sequencerArgs, cfg.ingestArgs = strings.Fields(devArgs), strings.Fields(sequencerArgs), strings.Fields(ingestArgs)
+	if cfg.saturate.duration == 0 {
+		cfg.saturate.duration = cfg.duration
+	}
+	if _, err := run(context.Background(), cfg, os.Stdout); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench/scale:", err)
+	os.Exit(1)
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-nodes %q: want positive counts", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// summary is what a run found, medians over its rounds.
+type summary struct {
+	phases   []phaseResult
+	dev      devResult
+	capacity saturateResult
+	headroom float64
+}
+
+// run measures every phase in rounds (each round: dev, every N, the
+// saturated sequencer, so a slow minute of the machine hits one round) and
+// prints the medians.
+func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
+	root, err := os.MkdirTemp(cfg.tmpfs, "orderlog-scale-")
+	if err != nil {
+		return summary{}, fmt.Errorf("tmpfs directory: %w", err)
+	}
+	defer os.RemoveAll(root)
+	fmt.Fprintf(out, "stores and etcd on tmpfs (%s): the shared disk is out of the picture; `orderlog dev` on %s\n", root, devPlace(cfg))
+	fmt.Fprintf(out, "%d cores shared by every process and the load generators; W=A=1; %d rounds of %v after %v of warm-up; %d streams of %d B messages (at least %d per ingest process)\n",
+		runtime.NumCPU(), cfg.rounds, cfg.duration, cfg.warmup, cfg.streams, cfg.size, cfg.minStreams)
+	load := client.LoadConfig{Streams: cfg.streams, Size: cfg.size, Frame: 64, InFlight: 8, Duration: cfg.duration}
+	ccfg := clusterConfig{binary: cfg.binary, root: root, sequencerArgs: cfg.sequencerArgs, ingestArgs: cfg.ingestArgs}
+	pcfg := phaseConfig{cluster: ccfg, load: load, warmup: cfg.warmup, minStreams: cfg.minStreams, probeInterval: cfg.probeInterval}
+	phases := make([][]phaseResult, len(cfg.nodes))
+	var devs []devResult
+	var sats []saturateResult
+	for r := range cfg.rounds {
+		d, err := runDev(ctx, cfg.binary, cfg.devDir, load, cfg.warmup, cfg.devArgs)
+		if err != nil {
+			return summary{}, fmt.Errorf("round %d dev: %w", r, err)
+		}
+		fmt.Fprintf(out, "round %d dev: %.0f msg/s, %.0f grants/s, %.1f msg/grant, %.0f B/msg on disk\n", r, d.msgsPerSec, d.grantsPerSec, d.msgsPerGrant, d.walBytesPerMsg)
+		devs = append(devs, d)
+		for i, n := range cfg.nodes {
+			p, err := runPhase(ctx, pcfg, n)
+			if err != nil {
+				return summary{}, fmt.Errorf("round %d N=%d: %w", r, n, err)
+			}
+			fmt.Fprintf(out, "round %d N=%d: %s\n", r, n, p.line())
+			phases[i] = append(phases[i], p)
+		}
+		s, err := runSaturate(ctx, ccfg, cfg.saturate)
+		if err != nil {
+			return summary{}, fmt.Errorf("round %d saturate: %w", r, err)
+		}
+		fmt.Fprintf(out, "round %d saturated sequencer: %.0f grants/s, sequencer %.2f cores, %.2f µs CPU/grant, %.1f commit-log B/grant\n",
+			r, s.grantsPerSec, s.sequencerCores, micros(s.cpuPerGrant), s.commitBytes)
+		sats = append(sats, s)
+	}
+	sum := summary{dev: medianDev(devs), capacity: medianSaturate(sats)}
+	for _, rs := range phases {
+		sum.phases = append(sum.phases, medianPhase(rs))
+	}
+	if sum.dev.grantsPerSec > 0 {
+		sum.headroom = sum.capacity.grantsPerSec / sum.dev.grantsPerSec
+	}
+	printSummary(out, cfg, sum)
+	return sum, nil
+}
+
+func devPlace(cfg config) string {
+	if cfg.devDir == "" {
+		return os.TempDir() + " (disk)"
+	}
+	return cfg.devDir
+}
+
+func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

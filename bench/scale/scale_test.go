@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSmoke runs every phase once with tiny durations against real
+// processes: one dev, a cluster of one ingest process, the saturated
+// sequencer. It checks the run measured something in each and printed
+// the closing line, not the figures' size (the machine is shared).
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real orderlog processes (~15 s)")
+	}
+	if _, err := os.Stat("/dev/shm"); err != nil {
+		t.Skip("no /dev/shm")
+	}
+	binary := filepath.Join(t.TempDir(), "orderlog")
+	build := exec.Command("go", "build", "-o", binary, "orderlog/cmd/orderlog")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cfg := config{binary: binary, nodes: []int{1}, rounds: 1, duration: time.Second, warmup: 300 * time.Millisecond,
+		streams: 4, minStreams: 2, size: 1024, probeInterval: 20 * time.Millisecond, tmpfs: "/dev/shm", devDir: t.TempDir(),
+		saturate: saturateConfig{streams: 4, window: 8, count: 64, duration: time.Second}}
+	var out bytes.Buffer
+	sum, err := run(context.Background(), cfg, &out)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := sum.phases[0]
+	if p.msgsPerSec <= 0 || p.grantsPerSec <= 0 || p.msgsPerGrant <= 0 || p.lagSamples == 0 || p.commitBytesPerSec <= 0 {
+		t.Errorf("N=1 measured nothing somewhere: %+v", p)
+	}
+	if sum.dev.grantsPerSec <= 0 || sum.capacity.grantsPerSec <= 0 || sum.headroom <= 0 {
+		t.Errorf("dev %+v, capacity %+v, headroom %v", sum.dev, sum.capacity, sum.headroom)
+	}
+	if !strings.Contains(out.String(), "sequencer_headroom_ratio=") {
+		t.Error("no sequencer_headroom_ratio= line")
+	}
+}
