@@ -1,0 +1,399 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"orderlog/internal/apierr"
+	"orderlog/proto/orderlogpb"
+)
+
+// abuseNode is an in-process node with authentication on: root, and a
+// token for each principal with produce and read on every topic.
+type abuseNode struct {
+	s      *Server
+	conn   *grpc.ClientConn // from 127.0.0.1
+	ctx    context.Context
+	root   string
+	tokens map[string]string
+	logs   *logLines
+}
+
+// logLines keeps the node's log lines (and writes them to the test's
+// output) for tests that look for audit lines.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) matching(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+next:
+	for _, line := range l.lines {
+		for _, p := range parts {
+			if !strings.Contains(line, p) {
+				continue next
+			}
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func startAbuseNode(t *testing.T, cfg Config, principals ...string) *abuseNode {
+	t.Helper()
+	logs := &logLines{}
+	out := t.Output()
+	cfg.DataDir, cfg.GRPCAddr, cfg.HTTPAddr = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewTextHandler(lineWriter(func(line string) {
+		logs.mu.Lock()
+		logs.lines = append(logs.lines, line)
+		logs.mu.Unlock()
+		_, _ = io.WriteString(out, line)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	if err := s.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := &abuseNode{s: s, conn: grpcConn(t, s), ctx: ctx, tokens: map[string]string{}, logs: logs}
+	authc := orderlogpb.NewAuthClient(n.conn)
+	resp, err := authc.CreateToken(ctx, &orderlogpb.CreateTokenRequest{Principal: "root", Admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.root = resp.Secret
+	waitFor(t, 10*time.Second, "authentication to be on", func() bool { // the node's watch sees the token
+		_, err := orderlogpb.NewAdminClient(n.conn).Status(ctx, &orderlogpb.StatusRequest{})
+		return codeOf(err) == apierr.Unauthenticated
+	})
+	for _, p := range principals {
+		resp, err := authc.CreateToken(as(ctx, n.root), &orderlogpb.CreateTokenRequest{Principal: p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range []string{"produce", "read"} {
+			if _, err := authc.AddAcl(as(ctx, n.root), &orderlogpb.AclEntry{Principal: p, Topic: "*", Operation: op}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n.tokens[p] = resp.Secret
+	}
+	return n
+}
+
+// as is the node's context with principal's token.
+func (n *abuseNode) as(principal string) context.Context { return as(n.ctx, n.tokens[principal]) }
+
+// produce logs one frame of one small message as principal on conn and
+// returns its answer's code ("" when logged).
+func (n *abuseNode) produce(t *testing.T, conn *grpc.ClientConn, principal string) apierr.Code {
+	t.Helper()
+	return produceOne(n.as(principal), t, conn, &orderlogpb.ProduceRequest{Messages: []*orderlogpb.Message{{Topic: "t", Value: []byte(principal)}}})
+}
+
+// refusals reads orderlog_limit_refusals_total{limit} from /metrics.
+func (n *abuseNode) refusals(t *testing.T, limit string) int {
+	t.Helper()
+	_, body := httpGet(t, n.s, "/metrics")
+	prefix := `orderlog_limit_refusals_total{limit="` + limit + `"} `
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, prefix); ok {
+			count, _ := strconv.ParseFloat(v, 64)
+			return int(count)
+		}
+	}
+	return 0
+}
+
+// dialFrom connects to the node's gRPC port from a loopback address of its
+// own (127.0.0.0/8 is all loopback): the node sees another client address.
+func dialFrom(t *testing.T, s *Server, local string) *grpc.ClientConn {
+	t.Helper()
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
+	conn, err := grpc.NewClient("passthrough:///"+s.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// TestAStreamFloodIsRefusedAlone: a principal holding as many open streams
+// as it may has its next ones refused with LIMIT_EXCEEDED (gRPC
+// RESOURCE_EXHAUSTED, HTTP 429 for a consumer stream) — on the same
+// connection as another principal, which goes on producing and opening
+// streams — and may open one again once one of its streams ends.
+func TestAStreamFloodIsRefusedAlone(t *testing.T) {
+	const limit = 8
+	n := startAbuseNode(t, Config{Limits: Limits{StreamsPerPrincipal: limit}}, "flood", "good")
+	held := make([]orderlogpb.Producer_ProduceClient, 0, limit)
+	for range limit {
+		stream, err := orderlogpb.NewProducerClient(n.conn).Produce(n.as("flood"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&orderlogpb.ProduceRequest{Messages: []*orderlogpb.Message{{Topic: "t", Value: []byte("f")}}}); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := stream.Recv(); err != nil || resp.ErrorCode != "" {
+			t.Fatalf("the flood's stream %d of %d: %v %v", len(held)+1, limit, err, resp)
+		}
+		held = append(held, stream)
+	}
+	refused := 0
+	for range 20 {
+		stream, err := orderlogpb.NewReaderClient(n.conn).Tail(n.as("flood"), &orderlogpb.TailRequest{})
+		if code := streamCode(stream, err); code == apierr.LimitExceeded {
+			refused++
+		} else {
+			t.Fatalf("a stream past the limit: %q", code)
+		}
+		if code := n.produce(t, n.conn, "good"); code != "" {
+			t.Fatalf("the good principal's frame on the same connection: %q", code)
+		}
+	}
+	if code := n.produce(t, n.conn, "flood"); code != apierr.LimitExceeded {
+		t.Fatalf("the flood's produce stream past the limit: %q", code)
+	}
+	status, _, body := httpDo(t, "GET", "http://"+n.s.HTTPAddr()+"/v1/consumers/g/stream?topic=t", "",
+		map[string]string{"Authorization": "Bearer " + n.tokens["flood"]})
+	if status != 429 || !strings.Contains(body, "LIMIT_EXCEEDED") {
+		t.Fatalf("the flood's HTTP consumer stream past the limit: %d %s", status, body)
+	}
+	// the good principal may hold as many streams as the flood does
+	for range limit {
+		stream, err := orderlogpb.NewReaderClient(n.conn).Tail(n.as("good"), &orderlogpb.TailRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil { // the first page: the stream is open
+			t.Fatalf("the good principal's tail: %v", err)
+		}
+	}
+	if got := n.refusals(t, limitStreams); got != refused+2 {
+		t.Fatalf("orderlog_limit_refusals_total{limit=%q} = %d, want %d", limitStreams, got, refused+2)
+	}
+	_ = held[0].CloseSend()
+	if _, err := held[0].Recv(); err != io.EOF {
+		t.Fatalf("closing a stream: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the flood to open a stream again once one ended", func() bool {
+		return n.produce(t, n.conn, "flood") == ""
+	})
+}
+
+// TestAConnectionFloodIsRefusedAlone: connections from one address past
+// --max-connections-per-address are closed as soon as they are accepted,
+// on the gRPC and the HTTP port alike, while a client from another
+// address connects and produces; once the flood lets its connections go,
+// its address may connect again.
+func TestAConnectionFloodIsRefusedAlone(t *testing.T) {
+	const limit = 8
+	n := startAbuseNode(t, Config{Limits: Limits{ConnectionsPerAddress: limit}}, "flood", "good")
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 5 * time.Second}
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	closedAtOnce := 0
+	for i := range 3 * limit {
+		port := n.s.GRPCAddr()
+		if i%2 == 1 {
+			port = n.s.HTTPAddr() // one count for both ports
+		}
+		c, err := dialer.Dial("tcp", port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+		if i < limit { // accepted before the next is dialed: the two ports' accept loops race otherwise
+			waitFor(t, 5*time.Second, "the connection to be accepted", func() bool {
+				return n.s.auth.holdings.connections.Held("127.0.0.2") == i+1
+			})
+		} else if closedByServer(c, 2*time.Second) {
+			closedAtOnce++
+		}
+	}
+	if closedAtOnce != 2*limit {
+		t.Fatalf("%d of the %d connections past the limit were closed at once", closedAtOnce, 2*limit)
+	}
+	for _, c := range open[:limit] {
+		if closedByServer(c, 50*time.Millisecond) {
+			t.Fatal("a connection within the limit was closed")
+		}
+	}
+	// another address, a new connection: served
+	if code := n.produce(t, dialFrom(t, n.s, "127.0.0.3"), "good"); code != "" {
+		t.Fatalf("the good principal from another address: %q", code)
+	}
+	if code := n.produce(t, n.conn, "good"); code != "" {
+		t.Fatalf("the good principal on its connection: %q", code)
+	}
+	if got := n.refusals(t, limitConnections); got != 2*limit {
+		t.Fatalf("orderlog_limit_refusals_total{limit=%q} = %d, want %d", limitConnections, got, 2*limit)
+	}
+	for _, c := range open {
+		c.Close()
+	}
+	open = nil
+	flood := dialFrom(t, n.s, "127.0.0.2")
+	waitFor(t, 10*time.Second, "the flood's address to connect again", func() bool { return n.produce(t, flood, "flood") == "" })
+}
+
+// closedByServer reports whether the server closes c within wait (a read
+// ends with EOF or a reset rather than its deadline).
+func closedByServer(c net.Conn, wait time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	_, err := c.Read(make([]byte, 1))
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		return false
+	}
+	return err != nil
+}
+
+// TestAProducerSessionFloodIsRefusedAlone: a principal holding as many
+// producer sessions as it may on the node has InitProducer of a new one
+// refused with LIMIT_EXCEEDED, gRPC and HTTP, and nothing registered;
+// it may still initialize one it holds again (a client restarting), and
+// another principal registers its own meanwhile.
+func TestAProducerSessionFloodIsRefusedAlone(t *testing.T) {
+	const limit = 3
+	n := startAbuseNode(t, Config{Limits: Limits{ProducersPerPrincipal: limit}}, "flood", "good")
+	producers := orderlogpb.NewProducerClient(n.conn)
+	for i := range limit {
+		if _, err := producers.InitProducer(n.as("flood"), &orderlogpb.InitProducerRequest{Name: "flood-" + strconv.Itoa(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := producers.InitProducer(n.as("flood"), &orderlogpb.InitProducerRequest{Name: "flood-new"})
+	if codeOf(err) != apierr.LimitExceeded {
+		t.Fatalf("a session past the limit: %v", err)
+	}
+	status, _, body := httpDo(t, "POST", "http://"+n.s.HTTPAddr()+"/v1/producers", `{"name":"flood-http"}`,
+		map[string]string{"Authorization": "Bearer " + n.tokens["flood"]})
+	if status != 429 || !strings.Contains(body, "LIMIT_EXCEEDED") {
+		t.Fatalf("a session past the limit over HTTP: %d %s", status, body)
+	}
+	if resp, err := producers.InitProducer(n.as("flood"), &orderlogpb.InitProducerRequest{Name: "flood-0"}); err != nil || resp.Epoch != 2 {
+		t.Fatalf("initializing a held session again at the limit: %v %v", resp, err)
+	}
+	for i := range limit {
+		if _, err := producers.InitProducer(n.as("good"), &orderlogpb.InitProducerRequest{Name: "good-" + strconv.Itoa(i)}); err != nil {
+			t.Fatalf("the good principal's producer %d: %v", i, err)
+		}
+	}
+	if got := n.refusals(t, limitProducers); got != 2 {
+		t.Fatalf("orderlog_limit_refusals_total{limit=%q} = %d, want 2", limitProducers, got)
+	}
+	// nothing was registered for the refused names: the root, not bound
+	// by the flood's limit, gets them as new producers (epoch 1)
+	for _, name := range []string{"flood-new", "flood-http"} {
+		if resp, err := producers.InitProducer(as(n.ctx, n.root), &orderlogpb.InitProducerRequest{Name: name}); err != nil || resp.Epoch != 1 {
+			t.Fatalf("%s after its refusal: %v %v", name, resp, err)
+		}
+	}
+}
+
+// TestASlowBodyIsCutWhileAnotherPrincipalProduces: authenticated clients
+// that send their bodies a byte at a time lose their connections after the
+// read timeout, nothing of them is logged, and another principal's frames
+// are acknowledged throughout, gRPC and HTTP.
+func TestASlowBodyIsCutWhileAnotherPrincipalProduces(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	n := startAbuseNode(t, Config{HTTPTimeouts: HTTPTimeouts{Read: timeout}}, "slow", "good")
+	body := `{"topic":"slow","payload":"` + strings.Repeat("x", 100) + `"}`
+	cut := make(chan time.Duration, 4)
+	start := time.Now()
+	for range cap(cut) {
+		conn, err := net.Dial("tcp", n.s.HTTPAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.Write([]byte("POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + n.tokens["slow"] +
+			"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body[:10])); err != nil {
+			t.Fatal(err)
+		}
+		go func() { // a byte every 100 ms: the whole body would take 10 s
+			for i := 10; i < len(body); i++ {
+				time.Sleep(100 * time.Millisecond)
+				if _, err := conn.Write([]byte{body[i]}); err != nil {
+					return
+				}
+			}
+		}()
+		go func() {
+			r := bufio.NewReader(conn)
+			_ = conn.SetReadDeadline(time.Now().Add(8 * time.Second))
+			for { // an error answer, then the close
+				if _, err := r.ReadByte(); err != nil {
+					break
+				}
+			}
+			cut <- time.Since(start)
+		}()
+	}
+	auth := map[string]string{"Authorization": "Bearer " + n.tokens["good"]}
+	for i := 0; len(cut) < cap(cut) && time.Since(start) < 8*time.Second; i++ {
+		if code := n.produce(t, n.conn, "good"); code != "" {
+			t.Fatalf("the good principal's frame %d over gRPC: %q", i, code)
+		}
+		if status, _, body := httpDo(t, "POST", "http://"+n.s.HTTPAddr()+"/v1/messages", `{"topic":"good","payload":1}`, auth); status != 200 {
+			t.Fatalf("the good principal's message %d over HTTP: %d %s", i, status, body)
+		}
+	}
+	for range cap(cut) {
+		if took := <-cut; took > 3*time.Second {
+			t.Fatalf("a slow client held its connection for %v with a %v read timeout", took, timeout)
+		}
+	}
+	if logged := queryCount(t, n, "slow"); logged != 0 {
+		t.Fatalf("%d messages of the slow clients were logged", logged)
+	}
+	if queryCount(t, n, "good") == 0 {
+		t.Fatal("none of the good principal's HTTP messages were read back")
+	}
+}
+
+// queryCount reads topic to the committed watermark as root and counts its
+// messages.
+func queryCount(t *testing.T, n *abuseNode, topic string) int {
+	t.Helper()
+	stream, err := orderlogpb.NewReaderClient(n.conn).Query(as(n.ctx, n.root), &orderlogpb.QueryRequest{Topic: topic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := 0
+	for {
+		page, err := stream.Recv()
+		if err == io.EOF {
+			return count
+		}
+		if err != nil {
+			t.Fatalf("query %s: %v", topic, err)
+		}
+		count += len(page.Messages)
+	}
+}
