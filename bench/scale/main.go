@@ -49,11 +49,12 @@ type config struct {
 	sequencerArgs []string
 	ingestArgs    []string
 	saturate      saturateConfig
+	curve         []float64 // paced grant rates the sequencer's cost is measured at
 }
 
 func main() {
 	var cfg config
-	var nodes, devArgs, sequencerArgs, ingestArgs string
+	var nodes, curve, devArgs, sequencerArgs, ingestArgs string
 	flag.StringVar(&cfg.binary, "orderlog", "bin/orderlog", "the orderlog binary")
 	flag.StringVar(&nodes, "nodes", "1,2,4,8", "ingest process counts to measure")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of every phase; medians are reported")
@@ -72,10 +73,14 @@ func main() {
 	flag.IntVar(&cfg.saturate.window, "sat-window", 16, "grant requests in flight per synthetic session")
 	flag.Uint64Var(&cfg.saturate.count, "sat-count", 64, "offsets per synthetic grant")
 	flag.DurationVar(&cfg.saturate.duration, "sat-duration", 0, "length of each saturation measurement (default: -duration)")
+	flag.StringVar(&curve, "curve", "1000,10000,30000", "paced synthetic grant rates (grants/s in all) to measure the sequencer's CPU per grant at, before saturating it")
 	flag.Parse()
 	debug.SetGCPercent(400) // as the orderlog binary does
 	var err error
 	if cfg.nodes, err = parseInts(nodes); err != nil {
+		fail(err)
+	}
+	if cfg.curve, err = parseRates(curve); err != nil {
 		fail(err)
 	}
 	cfg.devArgs, cfg.sequencerArgs, cfg.ingestArgs = strings.Fields(devArgs), strings.Fields(sequencerArgs), strings.Fields(ingestArgs)
@@ -104,11 +109,24 @@ func parseInts(s string) ([]int, error) {
 	return out, nil
 }
 
+func parseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Fields(strings.ReplaceAll(s, ",", " ")) {
+		r, err := strconv.ParseFloat(f, 64)
+		if err != nil || r <= 0 {
+			return nil, fmt.Errorf("-curve %q: want positive rates", s)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // summary is what a run found, medians over its rounds.
 type summary struct {
 	phases   []phaseResult
 	dev      devResult
 	capacity saturateResult
+	curve    []saturateResult // at each paced rate
 	headroom float64
 }
 
@@ -129,7 +147,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	pcfg := phaseConfig{cluster: ccfg, load: load, warmup: cfg.warmup, minStreams: cfg.minStreams, probeInterval: cfg.probeInterval}
 	phases := make([][]phaseResult, len(cfg.nodes))
 	var devs []devResult
-	var sats []saturateResult
+	sats := make([][]saturateResult, len(cfg.curve)+1) // by rate; saturated last
 	for r := range cfg.rounds {
 		d, err := runDev(ctx, cfg.binary, cfg.devDir, load, cfg.warmup, cfg.devArgs)
 		if err != nil {
@@ -145,15 +163,20 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 			fmt.Fprintf(out, "round %d N=%d: %s\n", r, n, p.line())
 			phases[i] = append(phases[i], p)
 		}
-		s, err := runSaturate(ctx, ccfg, cfg.saturate)
+		results, err := runSaturate(ctx, ccfg, cfg.saturate, append(cfg.curve, 0))
 		if err != nil {
-			return summary{}, fmt.Errorf("round %d saturate: %w", r, err)
+			return summary{}, fmt.Errorf("round %d synthetic grants: %w", r, err)
 		}
-		fmt.Fprintf(out, "round %d saturated sequencer: %.0f grants/s, sequencer %.2f cores, %.2f µs CPU/grant, %.1f commit-log B/grant\n",
-			r, s.grantsPerSec, s.sequencerCores, micros(s.cpuPerGrant), s.commitBytes)
-		sats = append(sats, s)
+		for i, s := range results {
+			fmt.Fprintf(out, "round %d sequencer alone, %s: %.0f grants/s, sequencer %.2f cores, %.2f µs CPU/grant, %.1f commit-log B/grant\n",
+				r, s.label(), s.grantsPerSec, s.sequencerCores, micros(s.cpuPerGrant), s.commitBytes)
+			sats[i] = append(sats[i], s)
+		}
 	}
-	sum := summary{dev: medianDev(devs), capacity: medianSaturate(sats)}
+	sum := summary{dev: medianDev(devs), capacity: medianSaturate(sats[len(sats)-1])}
+	for _, rs := range sats[:len(sats)-1] {
+		sum.curve = append(sum.curve, medianSaturate(rs))
+	}
 	for _, rs := range phases {
 		sum.phases = append(sum.phases, medianPhase(rs))
 	}

@@ -72,7 +72,7 @@ func medianDev(rs []devResult) devResult {
 }
 
 func medianSaturate(rs []saturateResult) saturateResult {
-	return saturateResult{
+	return saturateResult{asked: rs[0].asked,
 		grantsPerSec:   medianOf(rs, func(r saturateResult) float64 { return r.grantsPerSec }),
 		sequencerCores: medianOf(rs, func(r saturateResult) float64 { return r.sequencerCores }),
 		cpuPerGrant:    medianDuration(rs, func(r saturateResult) time.Duration { return r.cpuPerGrant }),
@@ -95,10 +95,14 @@ func printSummary(out io.Writer, cfg config, s summary) {
 	fmt.Fprintf(out, "dev_msgs_per_s=%.0f (orderlog dev at its peak, %s)\n", s.dev.msgsPerSec, devPlace(cfg))
 	fmt.Fprintf(out, "dev_grants_per_s=%.0f (%.1f msg/grant)\n", s.dev.grantsPerSec, s.dev.msgsPerGrant)
 	fmt.Fprintf(out, "dev_wal_bytes_per_msg=%.0f (journal bytes written per %d B message, one copy)\n", s.dev.walBytesPerMsg, cfg.size)
+	for _, c := range s.curve {
+		fmt.Fprintf(out, "sequencer_cost %s: %.0f grants/s, %.3f cores, %.2f µs CPU/grant, %.1f commit-log B/grant (framing included)\n",
+			c.label(), c.grantsPerSec, c.sequencerCores, micros(c.cpuPerGrant), c.commitBytes)
+	}
 	fmt.Fprintf(out, "sequencer_capacity_grants_per_s=%.0f (saturated by %d synthetic sessions x %d in flight; the sequencer used %.2f cores)\n",
 		s.capacity.grantsPerSec, cfg.saturate.streams, cfg.saturate.window, s.capacity.sequencerCores)
-	fmt.Fprintf(out, "sequencer_cpu_us_per_grant_saturated=%.2f (one core orders %.0f grants/s)\n",
-		micros(s.capacity.cpuPerGrant), 1e6/max(micros(s.capacity.cpuPerGrant), 1e-9))
+	fmt.Fprintf(out, "sequencer_cpu_us_per_grant_saturated=%.2f (one core orders %.0f grants/s; %.1f commit-log B/grant, framing included)\n",
+		micros(s.capacity.cpuPerGrant), 1e6/max(micros(s.capacity.cpuPerGrant), 1e-9), s.capacity.commitBytes)
 	fmt.Fprintf(out, "sequencer_headroom_vs_busiest_node_ratio=%.1f (the same over the most grants/s one tmpfs ingest process needed above)\n",
 		s.capacity.grantsPerSec/max(busiestNode(s.phases), 1e-9))
 	fmt.Fprintf(out, "sequencer_headroom_ratio=%.1f (saturated grants/s over what orderlog dev needs at its peak)\n", s.headroom)
@@ -112,4 +116,12 @@ func busiestNode(phases []phaseResult) float64 {
 		most = max(most, p.grantsPerSec/float64(p.n))
 	}
 	return most
+}
+
+// label says how the synthetic grants were paced.
+func (r saturateResult) label() string {
+	if r.asked == 0 {
+		return "saturated"
+	}
+	return fmt.Sprintf("paced at %.0f grants/s", r.asked)
 }
