@@ -72,9 +72,12 @@ func (f *File) openColumns(ctx context.Context, want fieldSet, groups []int, ski
 		}
 		cs.readers = append(cs.readers, r)
 		cs.leaf = append(cs.leaf, leaf)
-		if field == fieldHeaders {
+		switch {
+		case field == fieldHeaders:
 			err = f.seekRepeated(r, leaf, groups[0], skip)
-		} else if skip > 0 {
+		case skip > 0 && f.enc != nil && f.hasDictionary(groups[0], leaf):
+			err = dropRows(r, leaf, skip)
+		case skip > 0:
 			err = r.SeekToRow(skip)
 		}
 		if err != nil {
@@ -128,19 +131,36 @@ func (f *File) seekRepeated(r *pqarrow.ColumnReader, leaf, g int, skip int64) er
 			return err
 		}
 	}
-	for drop := skip - pageStart; drop > 0; {
+	return dropRows(r, leaf, skip-pageStart)
+}
+
+// dropRows reads and drops the next n rows of r, a reader of leaf.
+func dropRows(r *pqarrow.ColumnReader, leaf int, n int64) error {
+	for drop := n; drop > 0; {
 		chunked, err := r.NextBatch(min(drop, readBatchRows))
 		if err != nil {
 			return err
 		}
-		n := int64(chunked.Len())
+		got := int64(chunked.Len())
 		chunked.Release()
-		if n == 0 {
-			return fmt.Errorf("%w: column %d ends before row %d", ErrCorrupt, leaf, skip)
+		if got == 0 {
+			return fmt.Errorf("%w: column %d ends %d rows short", ErrCorrupt, leaf, drop)
 		}
-		drop -= n
+		drop -= got
 	}
 	return nil
+}
+
+// hasDictionary reports whether leaf's chunk in row group g starts with a
+// dictionary page. In an encrypted file arrow-go (v18.8.0) cannot seek
+// such a chunk past its first page: until it has read the dictionary page
+// it decrypts the next page header as a dictionary page's (the AAD's
+// module type), which fails. So that column is read from the row group's
+// start and the rows before the one asked for dropped: it is topic, whose
+// pages hold dictionary indices, cheap to decode.
+func (f *File) hasDictionary(g, leaf int) bool {
+	col, err := f.pq.MetaData().RowGroup(g).ColumnChunk(leaf)
+	return err != nil || col.HasDictionaryPage()
 }
 
 // release frees the readers. A reader that panicked may panic again here:

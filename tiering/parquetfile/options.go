@@ -47,6 +47,10 @@ type WriterOptions struct {
 	// are encoded into the current row group, on another goroutine while
 	// the next batch is collected. Default 4096.
 	BatchRows int
+	// Keys, when they hold a key, encrypt the file under the current one
+	// (Parquet modular encryption, footer and every column; crypt.go).
+	// Nil or empty: the file is in clear.
+	Keys *Keys
 }
 
 // Validate fills in defaults for zero fields and rejects nonsense.
@@ -95,7 +99,7 @@ func (o *WriterOptions) Validate() error {
 func writerProperties(o WriterOptions) *parquet.WriterProperties {
 	maxBloom := bloomBytes(o.RowGroupRows, o.BloomFPP)
 	candidates := max(1, bits.Len64(uint64(maxBloom/minBloomBytes)))
-	return parquet.NewWriterProperties(
+	props := []parquet.WriterProperty{
 		parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithCompressionLevel(o.ZstdLevel),
 		parquet.WithStats(true),
@@ -114,7 +118,11 @@ func writerProperties(o WriterOptions) *parquet.WriterProperties {
 		parquet.WithBloomFilterFPPFor(pathMessageID, o.BloomFPP),
 		parquet.WithMaxRowGroupLength(o.RowGroupRows),
 		parquet.WithDataPageSize(o.DataPageBytes),
-	)
+	}
+	if enc := encryptionProperties(o.Keys); enc != nil {
+		props = append(props, parquet.WithEncryptionProperties(enc))
+	}
+	return parquet.NewWriterProperties(props...)
 }
 
 // minBloomBytes is the smallest adaptive candidate worth having: arrow-go

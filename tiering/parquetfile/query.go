@@ -22,8 +22,15 @@ const maxSeekRuns = 8
 // key column's bloom filter. False is certain; true means "maybe", and is
 // also the answer when a dictionary or bloom filter cannot be read.
 func (f *File) MayContainKey(topic string, key []byte) bool {
+	v := f
+	if f.enc != nil { // readers of its own: see at
+		var err error
+		if v, err = f.at(context.Background()); err != nil {
+			return true
+		}
+	}
 	for g := range f.groups {
-		if may, err := f.mayContain(g, topic, key); may || err != nil {
+		if may, err := v.mayContain(g, topic, key); may || err != nil {
 			return true
 		}
 	}

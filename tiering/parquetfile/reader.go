@@ -54,6 +54,10 @@ type File struct {
 	bloom *metadata.BloomFilterReader
 	meta  Meta
 	index rowIndex
+	// tail is the file's tail as Open read it; enc, for an encrypted
+	// file, its key (nil: in clear).
+	tail *fileTail
+	enc  *encryption
 	// groups[i] is row group i; groupStart[i] is the index of its first row,
 	// groupStart[len(groups)] = meta.Rows.
 	groups     []RowGroup
@@ -81,74 +85,123 @@ func (b boundReader) ReadAt(p []byte, off int64) (int, error) {
 
 // at returns f reading with ctx: a view sharing f's footer and checks,
 // with arrow-go readers of its own over the source bound to ctx. Without
-// a ReaderAtContext it is f.
+// a ReaderAtContext it is f, except for an encrypted file: arrow-go's
+// decryptors are not safe for concurrent use (they carry the AAD of the
+// module being read), so every call gets readers of its own.
 func (f *File) at(ctx context.Context) (*File, error) {
-	src, ok := f.src.(ReaderAtContext)
-	if !ok {
+	src, bound := f.src.(ReaderAtContext)
+	if !bound && f.enc == nil {
 		return f, nil
 	}
-	pq, err := file.NewParquetReader(io.NewSectionReader(boundReader{ctx, src}, 0, f.size),
-		file.WithReadProps(f.props), file.WithMetadata(f.pq.MetaData()))
-	if err != nil {
-		return nil, fmt.Errorf("parquetfile: open: %w", err)
+	r := f.src
+	if bound {
+		r = boundReader{ctx, src}
 	}
 	view := *f
-	view.pq, view.bloom = pq, pq.GetBloomFilterReader()
-	if view.arrow, err = pqarrow.NewFileReader(pq, arrowReadProps, memory.DefaultAllocator); err != nil {
-		return nil, fmt.Errorf("parquetfile: open: %w", err)
+	if err := view.newReaders(r); err != nil {
+		return nil, err
 	}
 	return &view, nil
 }
+
+// OpenOption configures Open and OpenContext.
+type OpenOption func(*openConfig)
+
+type openConfig struct{ keys *Keys }
+
+// WithKeys lets Open read files encrypted under keys (files in clear open
+// with or without keys). Without it an encrypted file is a *KeyError.
+func WithKeys(keys *Keys) OpenOption { return func(c *openConfig) { c.keys = keys } }
 
 // Open reads the footer of the archive file in r[0:size] and checks it: the
 // orderlog.* key-values (ErrNotArchive without any, ErrUnsupportedVersion,
 // ErrCorrupt when malformed), the schema, and that the row groups'
 // log_offset statistics and row counts agree with the range and holes.
-// It reads the file's tail only (two ReadAt calls).
-func Open(r io.ReaderAt, size int64) (_ *File, err error) {
+// It reads the file's tail only (two ReadAt calls). An encrypted file
+// needs WithKeys and its key, else a *KeyError.
+func Open(r io.ReaderAt, size int64, opts ...OpenOption) (_ *File, err error) {
 	defer recoverCorrupt(&err)
+	var cfg openConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	props := parquet.NewReaderProperties(memory.DefaultAllocator)
 	// Without a buffered stream arrow-go reads a whole column chunk into
 	// memory before decoding its first page, whatever row is asked for.
 	props.BufferedStreamEnabled = true
 	props.BufferSize = readBufferBytes
-	pq, err := file.NewParquetReader(io.NewSectionReader(r, 0, size), file.WithReadProps(props))
-	if err != nil {
-		return nil, fmt.Errorf("parquetfile: open: %w", err)
-	}
-	f := &File{src: r, size: size, props: props, pq: pq, bloom: pq.GetBloomFilterReader()}
-	if f.meta, err = decodeMeta(footerLookup(pq.MetaData().KeyValueMetadata())); err != nil {
+	f := &File{src: r, size: size, props: props}
+	if f.tail, f.enc, err = readTail(r, size, cfg.keys); err != nil {
 		return nil, err
 	}
-	if err := checkSchema(pq.MetaData().Schema); err != nil {
+	if err := f.newParquetReader(r); err != nil {
+		return nil, err
+	}
+	if f.meta, err = decodeMeta(footerLookup(f.pq.MetaData().KeyValueMetadata())); err != nil {
+		return nil, err
+	}
+	if err := checkSchema(f.pq.MetaData().Schema); err != nil {
 		return nil, err
 	}
 	f.index = newRowIndex(f.meta.First, f.meta.End, f.meta.Holes)
 	if err := f.loadRowGroups(); err != nil {
 		return nil, err
 	}
-	f.arrow, err = pqarrow.NewFileReader(pq, arrowReadProps, memory.DefaultAllocator)
-	if err != nil {
-		return nil, fmt.Errorf("parquetfile: open: %w", err)
+	return f, f.newArrowReader()
+}
+
+// newReaders gives f arrow-go readers over src.
+func (f *File) newReaders(src io.ReaderAt) error {
+	if err := f.newParquetReader(src); err != nil {
+		return err
 	}
-	return f, nil
+	return f.newArrowReader()
+}
+
+// newParquetReader gives f a Parquet reader over src: with the footer
+// f.pq decoded when there is one and the file is in clear; by decoding the
+// footer (from f.tail, in memory) otherwise, since arrow-go sets up an
+// encrypted file's decryption only when it decodes the footer itself. A
+// footer the key does not decrypt is a *KeyError.
+func (f *File) newParquetReader(src io.ReaderAt) (err error) {
+	opts := []file.ReadOption{file.WithReadProps(f.enc.readerProperties(*f.props))}
+	if f.pq != nil && f.enc == nil {
+		opts = append(opts, file.WithMetadata(f.pq.MetaData()))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("arrow-go: %v", r)
+		}
+		if err != nil && f.enc != nil {
+			err = &KeyError{KeyID: f.enc.keyID, Err: err}
+		}
+	}()
+	pq, err := file.NewParquetReader(io.NewSectionReader(tailFirst{src, f.tail}, 0, f.size), opts...)
+	if err != nil {
+		return fmt.Errorf("parquetfile: open: %w", err)
+	}
+	f.pq, f.bloom = pq, pq.GetBloomFilterReader()
+	return nil
+}
+
+// newArrowReader gives f an Arrow reader over its Parquet reader.
+func (f *File) newArrowReader() (err error) {
+	if f.arrow, err = pqarrow.NewFileReader(f.pq, arrowReadProps, memory.DefaultAllocator); err != nil {
+		return fmt.Errorf("parquetfile: open: %w", err)
+	}
+	return nil
 }
 
 // OpenContext is Open reading the footer with ctx; the File's later reads
 // go through r with the contexts of the calls that make them.
-func OpenContext(ctx context.Context, r ReaderAtContext, size int64) (*File, error) {
-	f, err := Open(boundReader{ctx, r}, size)
+func OpenContext(ctx context.Context, r ReaderAtContext, size int64, opts ...OpenOption) (*File, error) {
+	f, err := Open(boundReader{ctx, r}, size, opts...)
 	if err != nil {
 		return nil, err
 	}
 	f.src = r
-	if f.pq, err = file.NewParquetReader(io.NewSectionReader(r, 0, size),
-		file.WithReadProps(f.props), file.WithMetadata(f.pq.MetaData())); err != nil {
-		return nil, fmt.Errorf("parquetfile: open: %w", err)
-	}
-	f.bloom = f.pq.GetBloomFilterReader()
-	if f.arrow, err = pqarrow.NewFileReader(f.pq, arrowReadProps, memory.DefaultAllocator); err != nil {
-		return nil, fmt.Errorf("parquetfile: open: %w", err)
+	if err := f.newReaders(r); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
