@@ -43,6 +43,9 @@ type config struct {
 	minStreams    int
 	size          int
 	probeInterval time.Duration
+	idle          time.Duration
+	fanoutNodes   int // the N measured again with fanoutReaders commit-map readers (0: not)
+	fanoutReaders int
 	tmpfs         string
 	devDir        string
 	devArgs       []string
@@ -64,6 +67,9 @@ func main() {
 	flag.IntVar(&cfg.minStreams, "min-streams", 2, "producer streams per ingest process at least")
 	flag.IntVar(&cfg.size, "size", 1024, "message size")
 	flag.DurationVar(&cfg.probeInterval, "probe-interval", 20*time.Millisecond, "one probe message per ingest process this often, for the C lag")
+	flag.DurationVar(&cfg.idle, "idle", time.Second, "how long the sequencer's idle CPU is measured in each phase")
+	flag.IntVar(&cfg.fanoutNodes, "fanout-nodes", 2, "measure this N again with -fanout-readers commit-map readers (0: do not)")
+	flag.IntVar(&cfg.fanoutReaders, "fanout-readers", 32, "commit-map readers in the fan-out phase")
 	flag.StringVar(&cfg.tmpfs, "tmpfs", "/dev/shm", "tmpfs directory for the clusters' stores and etcd")
 	flag.StringVar(&cfg.devDir, "dev-dir", "", "directory for `orderlog dev`'s data (default: the system's temporary directory, on disk as deployed)")
 	flag.StringVar(&devArgs, "dev-args", "", "more flags for orderlog dev, space-separated")
@@ -144,8 +150,16 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		runtime.NumCPU(), cfg.rounds, cfg.duration, cfg.warmup, cfg.streams, cfg.size, cfg.minStreams)
 	load := client.LoadConfig{Streams: cfg.streams, Size: cfg.size, Frame: 64, InFlight: 8, Duration: cfg.duration}
 	ccfg := clusterConfig{binary: cfg.binary, root: root, sequencerArgs: cfg.sequencerArgs, ingestArgs: cfg.ingestArgs}
-	pcfg := phaseConfig{cluster: ccfg, load: load, warmup: cfg.warmup, minStreams: cfg.minStreams, probeInterval: cfg.probeInterval}
-	phases := make([][]phaseResult, len(cfg.nodes))
+	pcfg := phaseConfig{cluster: ccfg, load: load, warmup: cfg.warmup, minStreams: cfg.minStreams, probeInterval: cfg.probeInterval, idle: cfg.idle}
+	type phasePlan struct{ n, readers int }
+	var plans []phasePlan
+	for _, n := range cfg.nodes {
+		plans = append(plans, phasePlan{n, 0})
+	}
+	if cfg.fanoutNodes > 0 {
+		plans = append(plans, phasePlan{cfg.fanoutNodes, cfg.fanoutReaders - 1})
+	}
+	phases := make([][]phaseResult, len(plans))
 	var devs []devResult
 	sats := make([][]saturateResult, len(cfg.curve)+1) // by rate; saturated last
 	for r := range cfg.rounds {
@@ -155,12 +169,13 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		}
 		fmt.Fprintf(out, "round %d dev: %.0f msg/s, %.0f grants/s, %.1f msg/grant, %.0f B/msg on disk\n", r, d.msgsPerSec, d.grantsPerSec, d.msgsPerGrant, d.walBytesPerMsg)
 		devs = append(devs, d)
-		for i, n := range cfg.nodes {
-			p, err := runPhase(ctx, pcfg, n)
+		for i, plan := range plans {
+			pcfg.readers = plan.readers
+			p, err := runPhase(ctx, pcfg, plan.n)
 			if err != nil {
-				return summary{}, fmt.Errorf("round %d N=%d: %w", r, n, err)
+				return summary{}, fmt.Errorf("round %d N=%d: %w", r, plan.n, err)
 			}
-			fmt.Fprintf(out, "round %d N=%d: %s\n", r, n, p.line())
+			fmt.Fprintf(out, "round %d N=%d, %d commit-map readers: %s\n", r, plan.n, p.readers, p.line())
 			phases[i] = append(phases[i], p)
 		}
 		results, err := runSaturate(ctx, ccfg, cfg.saturate, append(cfg.curve, 0))

@@ -70,6 +70,7 @@ type phaseResult struct {
 	lagSamples         int
 	machineBusyPercent float64
 	idleCores          float64 // the sequencer's CPU with the cluster idle
+	readers            int     // commit-map followers
 }
 
 // loadShare is load's share of one of n load generators: streams
@@ -115,6 +116,10 @@ type phaseConfig struct {
 	warmup        time.Duration
 	minStreams    int
 	probeInterval time.Duration
+	// readers is how many commit-map followers beside the one the C lag
+	// is read from: each stands for a reader (every node runs one).
+	readers int
+	idle    time.Duration // how long the sequencer's idle CPU is measured
 }
 
 // runPhase starts a cluster of n ingest processes, warms it up, and
@@ -139,7 +144,14 @@ func runPhase(ctx context.Context, cfg phaseConfig, n int) (phaseResult, error) 
 		return phaseResult{}, err
 	}
 	defer f.stop()
-	idle, err := idleCores(c.sequencer.pid(), time.Second)
+	for range cfg.readers {
+		extra, err := follow(c.sequencer.grpcAddr)
+		if err != nil {
+			return phaseResult{}, err
+		}
+		defer extra.stop()
+	}
+	idle, err := idleCores(c.sequencer.pid(), cfg.idle)
 	if err != nil {
 		return phaseResult{}, err
 	}
@@ -189,7 +201,7 @@ func runPhase(ctx context.Context, cfg phaseConfig, n int) (phaseResult, error) 
 		return phaseResult{}, err
 	}
 	r := summarize(n, rate, before, after)
-	r.idleCores = idle
+	r.idleCores, r.readers = idle, 1+cfg.readers
 	if mid.err == nil {
 		secs := after.at.Sub(mid.at).Seconds()
 		r.etcdWritesPerSec = (after.etcdProposals - mid.proposals) / secs

@@ -12,8 +12,8 @@ import (
 )
 
 // TestSmoke runs every phase once with tiny durations against real
-// processes: one dev, a cluster of one ingest process, the saturated
-// sequencer. It checks the run measured something in each and printed
+// processes: one dev, a cluster of one ingest process (with one and with
+// four commit-map readers), the sequencer alone paced and saturated. It checks the run measured something in each and printed
 // the closing line, not the figures' size (the machine is shared).
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
@@ -27,9 +27,10 @@ func TestSmoke(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cfg := config{binary: binary, nodes: []int{1}, rounds: 1, duration: time.Second, warmup: 300 * time.Millisecond,
-		streams: 4, minStreams: 2, size: 1024, probeInterval: 20 * time.Millisecond, tmpfs: "/dev/shm", devDir: t.TempDir(),
-		saturate: saturateConfig{streams: 4, window: 8, count: 64, duration: time.Second}}
+	cfg := config{binary: binary, nodes: []int{1}, rounds: 1, duration: 700 * time.Millisecond, warmup: 300 * time.Millisecond,
+		streams: 4, minStreams: 2, size: 1024, probeInterval: 10 * time.Millisecond, idle: 200 * time.Millisecond,
+		fanoutNodes: 1, fanoutReaders: 4, tmpfs: "/dev/shm", devDir: t.TempDir(), curve: []float64{1000},
+		saturate: saturateConfig{streams: 4, window: 8, count: 64, duration: 700 * time.Millisecond}}
 	var out bytes.Buffer
 	sum, err := run(context.Background(), cfg, &out)
 	t.Log("\n" + out.String())
@@ -39,6 +40,12 @@ func TestSmoke(t *testing.T) {
 	p := sum.phases[0]
 	if p.msgsPerSec <= 0 || p.grantsPerSec <= 0 || p.msgsPerGrant <= 0 || p.lagSamples == 0 || p.commitBytesPerSec <= 0 {
 		t.Errorf("N=1 measured nothing somewhere: %+v", p)
+	}
+	if len(sum.curve) != 1 || sum.curve[0].grantsPerSec <= 0 {
+		t.Errorf("paced curve: %+v", sum.curve)
+	}
+	if !strings.Contains(out.String(), "commit_map_fanout:") {
+		t.Error("no commit_map_fanout line")
 	}
 	if sum.dev.grantsPerSec <= 0 || sum.capacity.grantsPerSec <= 0 || sum.headroom <= 0 {
 		t.Errorf("dev %+v, capacity %+v, headroom %v", sum.dev, sum.capacity, sum.headroom)

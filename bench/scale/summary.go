@@ -40,7 +40,7 @@ func medianDuration[T any](rs []T, field func(T) time.Duration) time.Duration {
 
 // medianPhase takes each figure's median over the rounds on its own.
 func medianPhase(rs []phaseResult) phaseResult {
-	return phaseResult{n: rs[0].n,
+	return phaseResult{n: rs[0].n, readers: rs[0].readers,
 		msgsPerSec:         medianOf(rs, func(r phaseResult) float64 { return r.msgsPerSec }),
 		grantsPerSec:       medianOf(rs, func(r phaseResult) float64 { return r.grantsPerSec }),
 		msgsPerGrant:       medianOf(rs, func(r phaseResult) float64 { return r.msgsPerGrant }),
@@ -83,14 +83,18 @@ func medianSaturate(rs []saturateResult) saturateResult {
 // printSummary prints the table of medians and the closing figures.
 func printSummary(out io.Writer, cfg config, s summary) {
 	fmt.Fprintf(out, "\nmedians of %d rounds (each figure on its own)\n", cfg.rounds)
-	fmt.Fprintf(out, "%3s %9s %9s %9s %9s %9s %12s %12s %10s %11s %12s %9s %9s %8s %10s %10s %6s\n",
-		"N", "msg/s", "grants/s", "msg/grant", "seq_cores", "seq_idle", "seq_us/grant", "marginal_us", "seq_ns/msg", "commit_KB/s", "commit_B/msg",
+	fmt.Fprintf(out, "%3s %7s %9s %9s %9s %9s %9s %12s %12s %10s %11s %12s %9s %9s %8s %10s %10s %6s\n",
+		"N", "readers", "msg/s", "grants/s", "msg/grant", "seq_cores", "seq_idle", "seq_us/grant", "marginal_us", "seq_ns/msg", "commit_KB/s", "commit_B/msg",
 		"etcd_wr/s", "etcd_rd/s", "map_KB/s", "C_lag_p50", "C_lag_p99", "busy%")
 	for _, p := range s.phases {
-		fmt.Fprintf(out, "%3d %9.0f %9.0f %9.1f %9.2f %9.2f %12.2f %12.2f %10.0f %11.1f %12.3f %9.1f %9.1f %8.0f %8.2fms %8.2fms %6.0f\n",
-			p.n, p.msgsPerSec, p.grantsPerSec, p.msgsPerGrant, p.sequencerCores, p.idleCores, micros(p.cpuPerGrant), micros(p.marginalPerGrant()), float64(p.cpuPerMsg.Nanoseconds()),
+		fmt.Fprintf(out, "%3d %7d %9.0f %9.0f %9.1f %9.2f %9.2f %12.2f %12.2f %10.0f %11.1f %12.3f %9.1f %9.1f %8.0f %8.2fms %8.2fms %6.0f\n",
+			p.n, p.readers, p.msgsPerSec, p.grantsPerSec, p.msgsPerGrant, p.sequencerCores, p.idleCores, micros(p.cpuPerGrant), micros(p.marginalPerGrant()), float64(p.cpuPerMsg.Nanoseconds()),
 			p.commitBytesPerSec/1e3, p.commitBytesPerMsg, p.etcdWritesPerSec, p.etcdReadsPerSec, p.mapBytesPerSec/1e3,
 			millis(p.lagP50), millis(p.lagP99), p.machineBusyPercent)
+	}
+	if f, ok := fanout(s.phases); ok {
+		fmt.Fprintf(out, "commit_map_fanout: N=%d with %d readers against %d: sequencer %+.3f cores, %.2f µs CPU per reader per grant (%.1f KB/s per reader)\n",
+			f.wide.n, f.wide.readers, f.base.readers, f.cores, f.perReaderPerGrant, f.wide.mapBytesPerSec/1e3)
 	}
 	fmt.Fprintf(out, "dev_msgs_per_s=%.0f (orderlog dev at its peak, %s)\n", s.dev.msgsPerSec, devPlace(cfg))
 	fmt.Fprintf(out, "dev_grants_per_s=%.0f (%.1f msg/grant)\n", s.dev.grantsPerSec, s.dev.msgsPerGrant)
@@ -124,4 +128,29 @@ func (r saturateResult) label() string {
 		return "saturated"
 	}
 	return fmt.Sprintf("paced at %.0f grants/s", r.asked)
+}
+
+// fanoutCost compares a phase with many commit-map readers with the
+// phase of the same N with one.
+type fanoutCost struct {
+	base, wide        phaseResult
+	cores             float64 // the sequencer's extra CPU
+	perReaderPerGrant float64 // µs of it per extra reader and grant
+}
+
+func fanout(phases []phaseResult) (fanoutCost, bool) {
+	for _, wide := range phases {
+		for _, base := range phases {
+			if base.n != wide.n || base.readers != 1 || wide.readers <= 1 {
+				continue
+			}
+			f := fanoutCost{base: base, wide: wide}
+			f.cores = wide.sequencerCores - base.sequencerCores
+			if grants := (base.grantsPerSec + wide.grantsPerSec) / 2; grants > 0 {
+				f.perReaderPerGrant = f.cores / float64(wide.readers-base.readers) / grants * 1e6
+			}
+			return f, true
+		}
+	}
+	return fanoutCost{}, false
 }
