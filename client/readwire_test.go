@@ -40,7 +40,7 @@ func TestDecodePageIsProtoUnmarshal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !decodePageFast(bytes.Clone(wire), &Page{}) {
+	if !decodePageFast(bytes.Clone(wire), &Page{}, &messageSlabs{}) {
 		t.Fatal("the fast decoder refused a frame the server sends")
 	}
 	got, err := decodePage(pooled(wire))
@@ -73,7 +73,7 @@ func TestDecodePageFallsBack(t *testing.T) {
 	badText = protowire.AppendBytes(badText, protowire.AppendBytes(protowire.AppendTag(nil, 3, protowire.BytesType), []byte{0xff}))
 	for name, wire := range map[string][]byte{"unknown_field": unknown, "message_twice": merged, "reason_not_utf8": badText, "truncated": {0x0a, 0x05, 1}} {
 		t.Run(name, func(t *testing.T) {
-			if decodePageFast(bytes.Clone(wire), &Page{}) {
+			if decodePageFast(bytes.Clone(wire), &Page{}, &messageSlabs{}) {
 				t.Fatal("the fast decoder took it")
 			}
 			sameAsProto(t, wire)
@@ -97,7 +97,8 @@ func sameAsProto(t *testing.T, wire []byte) {
 }
 
 // FuzzDecodePage: whatever the bytes, decodePage agrees with
-// proto.Unmarshal.
+// proto.Unmarshal, and so does a borrowing decoder reused after a full
+// page (nothing of the page before is left in the next).
 func FuzzDecodePage(f *testing.F) {
 	wire, err := proto.Marshal(samplePage())
 	if err != nil {
@@ -107,7 +108,82 @@ func FuzzDecodePage(f *testing.F) {
 	f.Add(wire[:len(wire)/2])
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x00, 0x12, 0x00, 0x18, 0x01})
-	f.Fuzz(func(t *testing.T, wire []byte) { sameAsProto(t, wire) })
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		sameAsProto(t, frame)
+		d := pageDecoder{borrow: true}
+		defer d.release()
+		borrowedSameAsProto(t, &d, wire)
+		borrowedSameAsProto(t, &d, frame)
+	})
+}
+
+// countingPool is a mem.BufferPool that counts the buffers put back.
+type countingPool struct{ put int }
+
+func (p *countingPool) Get(n int) *[]byte {
+	b := make([]byte, n)
+	return &b
+}
+
+func (p *countingPool) Put(*[]byte) { p.put++ }
+
+func pooledBy(pool *countingPool, wire []byte) mem.Buffer {
+	b := pool.Get(len(wire))
+	copy(*b, wire)
+	return mem.NewBuffer(b, pool)
+}
+
+// borrowedSameAsProto fails unless d decodes wire as proto.Unmarshal does.
+func borrowedSameAsProto(t *testing.T, d *pageDecoder, wire []byte) {
+	t.Helper()
+	want := &Page{}
+	wantErr := proto.Unmarshal(wire, want)
+	got, err := d.decode(pooled(wire))
+	if (err != nil) != (wantErr != nil) {
+		t.Fatalf("borrowing decode: %v; proto.Unmarshal: %v", err, wantErr)
+	}
+	if err == nil && !proto.Equal(got, want) {
+		t.Fatalf("borrowing decode gave %v, proto.Unmarshal %v", got, want)
+	}
+}
+
+// TestBorrowingDecoderReusesAndFrees: a borrowing decoder's pages equal
+// proto.Unmarshal's frame after frame, with more messages than a slab and
+// then fewer, fields set and then absent; it aliases each frame until the
+// next one, and gives every frame back to its pool.
+func TestBorrowingDecoderReusesAndFrees(t *testing.T) {
+	big := &Page{NextOffset: 700}
+	for i := range 600 {
+		big.Messages = append(big.Messages, &orderlogpb.StoredMessage{Offset: uint64(i), ProducerId: 9, ProducerSeq: uint64(i), IngestTimeUs: 5,
+			Message: &orderlogpb.Message{Topic: "t", Key: []byte("k"), Value: []byte("value"), MessageId: []byte("id"),
+				Headers: []*orderlogpb.Header{{Key: "h", Value: []byte("v")}}}})
+	}
+	// gRPC pools buffers of 1 KiB and more: every frame here is at least that.
+	small := &Page{Messages: []*orderlogpb.StoredMessage{{Offset: 3}, {Offset: 4, Message: &orderlogpb.Message{Value: make([]byte, 2000)}}}}
+	skips := &Page{Skipped: []*orderlogpb.SkippedRange{{First: 1, End: 2, Reason: string(make([]byte, 2000))}}}
+	frames := []*Page{big, samplePage(), small, big, skips}
+	pool := &countingPool{}
+	d := pageDecoder{borrow: true}
+	for i, want := range frames {
+		wire, err := proto.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.decode(pooledBy(pool, wire))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("frame %d: decoded %v\nwant %v", i, got, want)
+		}
+		if pool.put != i {
+			t.Fatalf("frame %d: %d frames freed, want %d (every one before it)", i, pool.put, i)
+		}
+	}
+	d.release()
+	if pool.put != len(frames) {
+		t.Fatalf("%d frames freed after release, want %d", pool.put, len(frames))
+	}
 }
 
 // TestDecodeFieldNumbers: the numbers decodePageFast reads are

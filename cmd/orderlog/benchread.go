@@ -140,7 +140,7 @@ func rangeRead(ctx context.Context, c *client.Client, limit uint32) (readResult,
 			call = min(left, reader.MaxReadLimit)
 		}
 		got := 0
-		err := c.Read(ctx, from, call, func(page *client.Page) error {
+		err := c.ReadBorrowed(ctx, from, call, func(page *client.Page) error {
 			got += len(page.Messages)
 			for _, m := range page.Messages {
 				res.bytes += len(m.Message.GetValue())

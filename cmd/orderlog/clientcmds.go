@@ -310,7 +310,7 @@ func runRead(args []string) error {
 			}
 			return cl.Query(ctx, req, print)
 		}
-		return cl.Read(ctx, *from, uint32(*limit), print)
+		return cl.ReadBorrowed(ctx, *from, uint32(*limit), print) // print writes each page out
 	})
 }
 
