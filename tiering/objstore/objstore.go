@@ -79,6 +79,14 @@ type Options struct {
 	// PartSize is the multipart part size; default 16 MiB; minimum 5 MiB for
 	// S3 (S3's own minimum for every part but the last).
 	PartSize int64
+	// SSE asks S3 to encrypt every object it stores (server-side
+	// encryption, the x-amz-server-side-encryption header on PutObject and
+	// CreateMultipartUpload): "" (the bucket's default), "AES256" (SSE-S3)
+	// or "aws:kms" (SSE-KMS, with SSEKMSKeyID, else the account's default
+	// KMS key). The S3 server holds the keys: it protects the disks behind
+	// S3, not the objects from whoever may read the bucket.
+	SSE         string
+	SSEKMSKeyID string
 	// Credentials come from the standard AWS chain (env AWS_ACCESS_KEY_ID /
 	// AWS_SECRET_ACCESS_KEY, profiles, ...).
 }

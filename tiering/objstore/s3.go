@@ -39,6 +39,27 @@ type s3Store struct {
 	prefix   string // "" or ending in "/"
 	partSize int64
 	pageSize int32 // ListObjectsV2 MaxKeys; 0: the server's default (1000)
+	// sse and sseKMSKeyID go on every PutObject and CreateMultipartUpload
+	// ("": none).
+	sse         types.ServerSideEncryption
+	sseKMSKeyID *string
+}
+
+// SSE values Options.SSE accepts besides "" (no header).
+const (
+	SSES3  = string(types.ServerSideEncryptionAes256)
+	SSEKMS = string(types.ServerSideEncryptionAwsKms)
+)
+
+// checkSSE rejects an SSE setting S3 would refuse or ignore.
+func checkSSE(o Options) error {
+	switch {
+	case o.SSE != "" && o.SSE != SSES3 && o.SSE != SSEKMS:
+		return fmt.Errorf("objstore: server-side encryption %q: want %s or %s", o.SSE, SSES3, SSEKMS)
+	case o.SSEKMSKeyID != "" && o.SSE != SSEKMS:
+		return fmt.Errorf("objstore: a KMS key id needs server-side encryption %s", SSEKMS)
+	}
+	return nil
 }
 
 func openS3(ctx context.Context, bucket, prefix string, o Options) (*s3Store, error) {
@@ -48,6 +69,9 @@ func openS3(ctx context.Context, bucket, prefix string, o Options) (*s3Store, er
 	if o.PartSize < minS3PartSize {
 		return nil, fmt.Errorf("objstore: part size %d is below S3's minimum of 5 MiB", o.PartSize)
 	}
+	if err := checkSSE(o); err != nil {
+		return nil, err
+	}
 	client, err := newS3Client(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("objstore: s3://%s: %w", bucket, err)
@@ -55,7 +79,11 @@ func openS3(ctx context.Context, bucket, prefix string, o Options) (*s3Store, er
 	if prefix = strings.Trim(prefix, "/"); prefix != "" {
 		prefix += "/"
 	}
-	return &s3Store{client: client, bucket: bucket, prefix: prefix, partSize: o.PartSize}, nil
+	store := &s3Store{client: client, bucket: bucket, prefix: prefix, partSize: o.PartSize, sse: types.ServerSideEncryption(o.SSE)}
+	if o.SSEKMSKeyID != "" {
+		store.sseKMSKeyID = aws.String(o.SSEKMSKeyID)
+	}
+	return store, nil
 }
 
 // newS3Client loads the AWS chain's credentials and region and builds a
@@ -159,6 +187,10 @@ func (s *s3Store) PutIfAbsent(ctx context.Context, key string, body io.ReaderAt,
 		Body:          io.NewSectionReader(body, 0, size),
 		ContentLength: aws.Int64(size),
 		IfNoneMatch:   aws.String("*"),
+		// SSE headers are sent on the requests that create an object; parts
+		// and the completion carry none (S3 refuses them there).
+		ServerSideEncryption: s.sse,
+		SSEKMSKeyId:          s.sseKMSKeyID,
 	})
 	if err != nil {
 		return s.fail("put", key, err)
@@ -171,9 +203,11 @@ func (s *s3Store) PutIfAbsent(ctx context.Context, key string, body io.ReaderAt,
 // aborts the upload so that S3 frees its parts.
 func (s *s3Store) putMultipart(ctx context.Context, key string, body io.ReaderAt, size int64) error {
 	created, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{
-		Bucket:            &s.bucket,
-		Key:               aws.String(s.prefix + key),
-		ChecksumAlgorithm: types.ChecksumAlgorithmCrc32,
+		Bucket:               &s.bucket,
+		Key:                  aws.String(s.prefix + key),
+		ChecksumAlgorithm:    types.ChecksumAlgorithmCrc32,
+		ServerSideEncryption: s.sse,
+		SSEKMSKeyId:          s.sseKMSKeyID,
 	})
 	if err != nil {
 		return s.fail("create multipart upload", key, err)
