@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"errors"
 
 	"google.golang.org/protobuf/proto"
 
@@ -120,6 +121,10 @@ func (r *Reader) readArchived(ctx context.Context, a ArchiveSource, from, to uin
 		}
 		return true
 	})
+	var apiErr *apierr.Error
+	if errors.As(err, &apiErr) {
+		return 0, apiErr // the source's own code (an archive key the node lacks: INTERNAL)
+	}
 	if err != nil {
 		return 0, apierr.New(apierr.Unavailable, "read the archive at %d: %v", from, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"orderlog/internal/apierr"
 	"orderlog/tiering/parquetfile"
 )
 
@@ -78,7 +79,13 @@ func (a *ArchiveReader) open(ctx context.Context, e ManifestEntry) (*parquetfile
 		return f, nil
 	}
 	obj := &cachedObject{cache: a.blocks, object: e.Object, size: e.Bytes}
-	f, err := parquetfile.OpenContext(ctx, obj, e.Bytes)
+	f, err := parquetfile.OpenContext(ctx, obj, e.Bytes, parquetfile.WithKeys(a.keys))
+	var keyErr *parquetfile.KeyError
+	if errors.As(err, &keyErr) {
+		// The node's configuration, not the object store: INTERNAL, not
+		// the UNAVAILABLE (retry) other archive failures answer.
+		return nil, apierr.New(apierr.Internal, "archive file %s: %v", e.Object, keyErr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", e.Object, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"orderlog/internal/keys"
 	"orderlog/reader"
 	"orderlog/tiering/objstore"
+	"orderlog/tiering/parquetfile"
 )
 
 // ArchiveReader serves reads of the archive (reader.ArchiveSource): it
@@ -34,6 +35,7 @@ type ArchiveReader struct {
 	blocks        *blockCache
 	files         *openFiles
 	cursors       *parkedCursors
+	keys          *parquetfile.Keys
 	logger        *slog.Logger
 	retryInterval time.Duration
 
@@ -59,6 +61,10 @@ type ReaderOptions struct {
 	// a segment failed to load. Default 1 s.
 	RetryInterval time.Duration
 	Logger        *slog.Logger
+	// Keys decrypt encrypted files (files in clear read without). A file
+	// under a key id they lack, or that its key does not decrypt, is not
+	// served: reads of its range fail with an error naming the key id.
+	Keys *parquetfile.Keys
 }
 
 // parkedCursorsMax bounds the cursors kept between pages: each holds up
@@ -84,7 +90,7 @@ func NewArchiveReader(store objstore.Store, o ReaderOptions) (*ArchiveReader, er
 		return nil, fmt.Errorf("tiering: block cache: %w", err)
 	}
 	return &ArchiveReader{store: store, prefix: o.Prefix, blocks: blocks, files: newOpenFiles(o.OpenFiles),
-		cursors: newParkedCursors(parkedCursorsMax), logger: event.OrDiscard(o.Logger), retryInterval: o.RetryInterval}, nil
+		cursors: newParkedCursors(parkedCursorsMax), keys: o.Keys, logger: event.OrDiscard(o.Logger), retryInterval: o.RetryInterval}, nil
 }
 
 // Close ends the cursors kept between pages. Follow closes them too when

@@ -38,8 +38,9 @@ func newBuilt(b *build, p Plan, meta parquetfile.Meta, size int64) built {
 // upload puts the file under its planned key and returns the object's
 // size. An object already there (this plan's earlier attempt, or a deposed
 // worker's) is adopted when its footer says it holds the same rows;
-// otherwise ErrConflict.
-func upload(ctx context.Context, store objstore.Store, b *build, f built) (int64, error) {
+// otherwise ErrConflict. An encrypted object needs its key in keys (else
+// ErrConflict naming the key id: nothing is overwritten).
+func upload(ctx context.Context, store objstore.Store, keys *parquetfile.Keys, b *build, f built) (int64, error) {
 	err := store.PutIfAbsent(ctx, f.entry.Object, b.file, f.size)
 	if !errors.Is(err, objstore.ErrExists) {
 		return f.size, err
@@ -48,7 +49,7 @@ func upload(ctx context.Context, store objstore.Store, b *build, f built) (int64
 	if err != nil {
 		return 0, err
 	}
-	there, err := parquetfile.Open(&objectReaderAt{ctx: ctx, store: store, key: f.entry.Object}, size)
+	there, err := parquetfile.Open(&objectReaderAt{ctx: ctx, store: store, key: f.entry.Object}, size, parquetfile.WithKeys(keys))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %s: %v", ErrConflict, f.entry.Object, err)
 	}

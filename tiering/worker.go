@@ -31,7 +31,11 @@ type Config struct {
 	// Prefix is where files go under the store ("" for its root).
 	Prefix string
 	Cut    CutPolicy
+	// Writer's Keys, when set, encrypt the files this worker writes.
 	Writer parquetfile.WriterOptions
+	// Keys decrypt an encrypted object found under a planned key (a 412:
+	// an earlier attempt's), to compare its footer. Nil: no keys.
+	Keys *parquetfile.Keys
 	// TempDir holds the file being built (created; leftovers removed).
 	TempDir string
 	// Interval between passes. Default 1 s.
@@ -277,7 +281,7 @@ func (w *Worker) publishBuilt(ctx context.Context, l *leader, head Head, r ready
 	l.ready = &r
 	f := r.file
 	var err error
-	if f.entry.Bytes, err = upload(ctx, w.cfg.Store, r.build, f); err != nil {
+	if f.entry.Bytes, err = upload(ctx, w.cfg.Store, w.cfg.Keys, r.build, f); err != nil {
 		if errors.Is(err, ErrConflict) {
 			l.discard() // the worker halts; nothing will publish this file
 		}

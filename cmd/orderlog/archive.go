@@ -21,6 +21,7 @@ import (
 	"orderlog/internal/tlsconfig"
 	"orderlog/tiering"
 	"orderlog/tiering/objstore"
+	"orderlog/tiering/parquetfile"
 )
 
 // `orderlog archive` inspects the Parquet archive the tiering worker
@@ -71,6 +72,9 @@ type archiveCmdFlags struct {
 	region   string
 	etcd     string
 	json     bool
+	// keyFile is the nodes' --encryption-key-file: verify decrypts
+	// encrypted files with the archive keys derived from it.
+	keyFile string
 	// tls secures the connections to etcd (and to a node: verify --grpc).
 	tls tlsconfig.Config
 }
@@ -81,6 +85,7 @@ func (f *archiveCmdFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.region, "s3-region", "", s3RegionHelp)
 	fs.StringVar(&f.etcd, "etcd", "", "the cluster's etcd (`host:port,...`): also read the archive's head there (and, for verify, the log start)")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of text")
+	fs.StringVar(&f.keyFile, "encryption-key-file", "", "the nodes' encryption key file: decrypt encrypted archive files (verify)")
 	fs.StringVar(&f.tls.CAFile, "tls-ca", "", "PEM CA certificate(s) that etcd's (and the node's) certificates chain to: connect over TLS")
 	fs.StringVar(&f.tls.CertFile, "tls-cert", "", "PEM client certificate for etcd (which asks for one from the cluster CA) and the node, with --tls-key")
 	fs.StringVar(&f.tls.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
@@ -102,6 +107,7 @@ type archiveSession struct {
 	store objstore.Store
 	etcd  *clientv3.Client
 	tls   *tlsconfig.Source // nil: plaintext
+	keys  *parquetfile.Keys // nil without --encryption-key-file
 }
 
 // etcdCallTimeout bounds each etcd call: an unreachable --etcd fails
@@ -132,6 +138,11 @@ func (f *archiveCmdFlags) open(fn func(s *archiveSession) error) error {
 	s := &archiveSession{ctx: ctx, store: store}
 	if s.tls, err = f.tlsSource(); err != nil {
 		return err
+	}
+	if f.keyFile != "" {
+		if s.keys, err = tiering.LoadArchiveKeys(f.keyFile); err != nil {
+			return err
+		}
 	}
 	if f.etcd != "" {
 		cfg := clientv3.Config{Endpoints: strings.Split(f.etcd, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}

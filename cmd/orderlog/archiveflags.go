@@ -4,9 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"orderlog/internal/node"
+	"orderlog/tiering/objstore"
 )
 
 // archiveFlags say where the log is archived as Parquet (tiering) and how.
@@ -18,6 +20,9 @@ type archiveFlags struct {
 	fileAge    time.Duration
 	hotWindow  time.Duration
 	cacheBytes byteSize
+	sse        string
+	sseKMSKey  string
+	plaintext  bool
 }
 
 // The S3 flags' help, the same for the node and the archive commands.
@@ -44,6 +49,10 @@ func (f *archiveFlags) register(fs *flag.FlagSet, inDev bool) {
 	fs.DurationVar(&f.fileAge, "archive-file-age", 10*time.Minute, "cut an archive file at the committed watermark once its first message is this old")
 	fs.DurationVar(&f.hotWindow, "archive-hot-window", 4*time.Hour, "keep archived messages on the nodes' disks this long (--retention, if set, instead)")
 	fs.Var(&f.cacheBytes, "archive-cache-bytes", "bound the local cache of archive blocks that reads below the log start fetch")
+	fs.StringVar(&f.sse, "s3-sse", "none", "S3 server-side encryption of archive objects: none (the bucket's default), AES256 (SSE-S3) or aws:kms (SSE-KMS)")
+	fs.StringVar(&f.sseKMSKey, "s3-sse-kms-key-id", "", "the KMS key for --s3-sse aws:kms (empty: the account's default key)")
+	fs.BoolVar(&f.plaintext, "archive-plaintext", false,
+		"write archive files in clear even with --encryption-key-file (for engines that cannot decrypt Parquet, e.g. Athena); encrypted files are still read")
 }
 
 // apply maps the flags onto cfg.
@@ -57,6 +66,25 @@ func (f *archiveFlags) apply(cfg *node.Config) error {
 	cfg.Archive = node.ArchiveConfig{URL: f.url, FileBytes: int64(f.fileBytes), FileAge: f.fileAge, HotWindow: f.hotWindow,
 		CacheBytes: int64(f.cacheBytes)}
 	cfg.Archive.S3.Endpoint, cfg.Archive.S3.Region = f.endpoint, f.region
+	cfg.Archive.Plaintext = f.plaintext
+	return f.applySSE(cfg)
+}
+
+// applySSE maps --s3-sse and --s3-sse-kms-key-id onto cfg's S3 options.
+func (f *archiveFlags) applySSE(cfg *node.Config) error {
+	sse := f.sse
+	if sse == "none" {
+		sse = ""
+	}
+	switch {
+	case sse != "" && !strings.HasPrefix(f.url, "s3://"):
+		return fmt.Errorf("--s3-sse %s: the archive %s is not s3://", f.sse, f.url)
+	case sse != "" && sse != objstore.SSES3 && sse != objstore.SSEKMS:
+		return fmt.Errorf("--s3-sse %q: want none, %s or %s", f.sse, objstore.SSES3, objstore.SSEKMS)
+	case f.sseKMSKey != "" && sse != objstore.SSEKMS:
+		return fmt.Errorf("--s3-sse-kms-key-id needs --s3-sse %s", objstore.SSEKMS)
+	}
+	cfg.Archive.S3.SSE, cfg.Archive.S3.SSEKMSKeyID = sse, f.sseKMSKey
 	return nil
 }
 

@@ -364,7 +364,7 @@ func (v *verifier) openFile(file archivedFile) (*parquetfile.File, bool) {
 		v.fileProblem(file, "the object has %d bytes, the segment says %d", size, e.Bytes)
 		return nil, false
 	}
-	f, err := parquetfile.Open(newObjectReaderAt(v.s.ctx, v.s.store, e.Object, size), size)
+	f, err := parquetfile.Open(newObjectReaderAt(v.s.ctx, v.s.store, e.Object, size), size, parquetfile.WithKeys(v.s.keys))
 	if err != nil {
 		v.fileProblem(file, "%v", err)
 		return nil, false

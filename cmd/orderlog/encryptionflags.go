@@ -6,15 +6,15 @@ import (
 	"orderlog/internal/node"
 )
 
-// encryptionFlags encrypt the WAL at rest (docs/operations.md,
-// "Encryption at rest").
+// encryptionFlags encrypt the WAL and the archive's Parquet files at rest
+// (docs/operations.md, "Encryption at rest").
 type encryptionFlags struct {
 	keyFile string
 }
 
 func (f *encryptionFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.keyFile, "encryption-key-file", "",
-		`encrypt WAL entry payloads with AES-256-GCM under the keys in this file: lines "<id> <64 hex digits>", the last one used for new records (empty: no encryption)`)
+		`encrypt WAL entry payloads with AES-256-GCM, and archive files with Parquet modular encryption (keys derived by HKDF), under the keys in this file: lines "<id> <64 hex digits>", the last one used for new records and files (empty: no encryption)`)
 }
 
 // apply maps the flags onto cfg.

@@ -34,6 +34,11 @@ type ArchiveConfig struct {
 	CacheBytes int64
 	// Interval between the tiering worker's passes (default 1 s).
 	Interval time.Duration
+	// Plaintext writes archive files in clear even when the node has an
+	// encryption key file (for query engines that cannot decrypt Parquet,
+	// such as Athena; an s3:// archive can still ask for server-side
+	// encryption, S3.SSE). Files already encrypted are still read.
+	Plaintext bool
 }
 
 // defaultHotWindow keeps archived messages on the disks 4 h.
@@ -68,8 +73,12 @@ func (s *Server) startArchive(ctx context.Context) error {
 			return err
 		}
 	}
+	keys, writerKeys, err := s.archiveKeys()
+	if err != nil {
+		return err
+	}
 	archive, err := tiering.NewArchiveReader(store, tiering.ReaderOptions{CacheDir: filepath.Join(dir, "archive-cache"),
-		CacheBytes: s.cfg.Archive.CacheBytes, Logger: s.logger})
+		CacheBytes: s.cfg.Archive.CacheBytes, Logger: s.logger, Keys: keys})
 	if err != nil {
 		return err
 	}
@@ -84,13 +93,30 @@ func (s *Server) startArchive(ctx context.Context) error {
 	}
 	w, err := tiering.New(tiering.Config{Etcd: s.cli, Store: store, Log: rawLog{s.reader}, LogStart: s.reader.LogStart,
 		Name: name, Cut: tiering.CutPolicy{FileBytes: s.cfg.Archive.FileBytes, FileAge: s.cfg.Archive.FileAge},
-		Writer: parquetfile.WriterOptions{}, TempDir: filepath.Join(dir, "tiering"), Interval: s.cfg.Archive.Interval,
+		Writer: parquetfile.WriterOptions{Keys: writerKeys}, Keys: keys, TempDir: filepath.Join(dir, "tiering"), Interval: s.cfg.Archive.Interval,
 		Logger: s.logger, Metrics: metrics})
 	if err != nil {
 		return err
 	}
 	go w.Run(ctx)
 	return nil
+}
+
+// archiveKeys are the archive keys derived from the node's encryption key
+// file (docs/security.md): those reads decrypt with, and those new files
+// are encrypted under (nil with Archive.Plaintext). Both nil without a
+// key file.
+func (s *Server) archiveKeys() (read, write *parquetfile.Keys, err error) {
+	if s.cfg.EncryptionKeyFile == "" {
+		return nil, nil, nil
+	}
+	if read, err = tiering.LoadArchiveKeys(s.cfg.EncryptionKeyFile); err != nil {
+		return nil, nil, err
+	}
+	if s.cfg.Archive.Plaintext {
+		return read, nil, nil
+	}
+	return read, read, nil
 }
 
 // archivedWatermark is T, for retention (which never moves the log start
