@@ -404,3 +404,37 @@ func (c *testCluster) configureRecords() int {
 	c.configure(&cfg)
 	return cfg.Checkpoint.Records
 }
+
+// TestATakeoverOverALongReplayCheckpointsSoon: the leader's checkpoints
+// fail, so its map keeps more records than the new leader keeps (beyond
+// the hard bound, 4 × RetainRecords); the new leader trims the replay
+// above the last checkpoint, and its next checkpoint is due at once (the
+// replayed records count toward it), so a reader that starts from the
+// checkpoint is served again without waiting for more records.
+func TestATakeoverOverALongReplayCheckpointsSoon(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCluster(t)
+	c.configure = checkpointEvery(30)
+	var failing atomic.Pointer[Node]
+	c.checkpointStep = func(n *Node, s string) error {
+		if s == "appended" && failing.Load() == n {
+			return errors.New("checkpoints fail on the first leader")
+		}
+		return nil
+	}
+	nodes := []*testNode{c.startNode(), c.startNode()}
+	c.waitServing(nodes...)
+	failing.Store(leaderOf(nodes).node)
+	in := c.newIngest(ctx, "ingest-a")
+	if err := in.connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for len(in.acked) < 4*16+20 { // more than the new leader keeps past the checkpoint
+		in.produce(ctx, 5)
+	}
+	c.revokeLeader(ctx)
+	in.writeOrRegrant(ctx, in.grantAfterFailover(ctx, t, 3))
+	in.produce(ctx, 2) // far fewer than a checkpoint's 30 records
+	decided, cw := readCheckpointedMap(ctx, t, c, in.acked[len(in.acked)-1].Range.End)
+	checkCommitMap(t, decided, cw, in)
+}

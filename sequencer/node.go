@@ -277,7 +277,14 @@ func (n *Node) lead(ctx context.Context, sess *electionSession, epoch uint64, el
 	if err != nil {
 		return err
 	}
-	l.cm = newCommitMap(n.cfg.RetainRecords, replayed.Settled(), replayed.C, epoch, head.pointer.End)
+	settled := replayed.Settled()
+	l.cm = newCommitMap(n.cfg.RetainRecords, settled, replayed.C, epoch, head.pointer.End)
+	// The replayed records came after the last checkpoint: they count
+	// toward the next one. A takeover that replayed more than the map
+	// keeps trims it above the checkpoint, and readers below wait for the
+	// next checkpoint; counted from zero, it was not due until as many
+	// records again came in (a test's reader waited 30 s for it in vain).
+	l.mu.recordsSince = len(settled)
 	n.noteCheckpoint(head.pointer, 0)
 	l.mu.m = m
 	l.mu.streams = make(map[SessionID]*grantStream)
