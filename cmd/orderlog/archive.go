@@ -29,7 +29,7 @@ import (
 // holds (status), its files (ls), and whether every file is what its
 // manifest segment, its footer and the log say (verify). It only reads.
 
-const archiveUsage = `archive status|ls|verify --archive URL [flags]
+const archiveUsage = `archive status|ls|verify --archive URL [flags] | archive key --encryption-key-file FILE
 
 Inspects the Parquet archive (docs/format/archive.md). It only reads.
 
@@ -40,7 +40,10 @@ Inspects the Parquet archive (docs/format/archive.md). It only reads.
   verify   re-reads every file and checks it against its manifest segment,
            its footer, its neighbours and its own rows (digest); with --etcd
            against the head, with --grpc against the log where it still holds
-           the file's range. Exit status 1 on any mismatch.
+           the file's range. Exit status 1 on any mismatch. Encrypted files
+           need --encryption-key-file.
+  key      the archive key derived from an encryption key file, base64, for
+           DuckDB's PRAGMA add_parquet_key
 
 Run orderlog archive <verb> --help for a verb's flags.`
 
@@ -48,19 +51,20 @@ var archiveVerbs = map[string]func(args []string) error{
 	"status": runArchiveStatus,
 	"ls":     runArchiveLs,
 	"verify": runArchiveVerify,
+	"key":    runArchiveKey,
 }
 
 func runArchive(args []string) error {
 	if len(args) == 0 || isHelp(args[0]) {
 		fmt.Fprintf(os.Stdout, "Usage: orderlog %s\n", archiveUsage)
 		if len(args) == 0 {
-			return fmt.Errorf("want a verb: status, ls or verify")
+			return fmt.Errorf("want a verb: status, ls, verify or key")
 		}
 		return nil
 	}
 	verb, ok := archiveVerbs[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown verb %q: want status, ls or verify", args[0])
+		return fmt.Errorf("unknown verb %q: want status, ls, verify or key", args[0])
 	}
 	return verb(args[1:])
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"orderlog/client"
 	"orderlog/internal/node"
+	"orderlog/tiering"
 )
 
 // TestArchiveVerifyEncrypted runs `orderlog dev --encryption-key-file`,
@@ -40,6 +42,17 @@ func TestArchiveVerifyEncrypted(t *testing.T) {
 	without := runArchiveCLI(t, "verify", "--archive", archive)
 	if without.exit != 1 || !strings.Contains(without.stdout+without.stderr, "encrypted under archive key id 3 and no encryption key file was given") {
 		t.Fatalf("verify without the key file: exit %d\n%s%s", without.exit, without.stdout, without.stderr)
+	}
+	printed := runArchiveCLI(t, "key", "--encryption-key-file", keyFile).ok(t, "archive key")
+	keys, err := tiering.LoadArchiveKeys(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key, _ := keys.Key(3); printed != base64.StdEncoding.EncodeToString(key)+"\n" {
+		t.Errorf("archive key printed %q, want key 3's base64", printed)
+	}
+	if r := runArchiveCLI(t, "key", "--encryption-key-file", keyFile, "--id", "4"); r.exit == 0 || !strings.Contains(r.stderr, "no key id 4") {
+		t.Errorf("archive key --id 4: exit %d, %s", r.exit, r.stderr)
 	}
 	with := runArchiveCLI(t, "verify", "--archive", archive, "--encryption-key-file", keyFile).ok(t, "verify with the key file")
 	if !strings.Contains(with, fmt.Sprintf("verified %d files", st.Files)) || !strings.HasSuffix(with, "OK\n") {

@@ -81,6 +81,13 @@ func (k *Keys) Current() (uint32, bool) {
 	return k.current, k.has
 }
 
+// Key returns the key of id, to hand to another reader of the files (a
+// DuckDB PRAGMA add_parquet_key, base64), and whether there is one.
+func (k *Keys) Key(id uint32) ([]byte, bool) {
+	v, ok := k.key(id)
+	return []byte(v), ok
+}
+
 func (k *Keys) key(id uint32) (string, bool) {
 	if k == nil {
 		return "", false

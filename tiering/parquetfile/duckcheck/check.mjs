@@ -11,6 +11,10 @@
 //     encoding below).
 //   node check.mjs --recipe DIR  prints {topic: count} from the query the
 //     format doc gives for a directory of dt=YYYY-MM-DD partitions.
+//   node check.mjs --encrypted KEY FILE  reads an encrypted file: prints
+//     {no_key_error, rows: [[log_offset, payload as UTF-8]...]}, the error
+//     of a read without the key, then the rows read with KEY (base64) given
+//     by PRAGMA add_parquet_key (the recipe of docs/format/archive.md).
 //
 // Canonical row encoding (the same as tiering/parquetfile/digest.go): the
 // columns in schema order; integers little-endian; "bytes" is a u32 length
@@ -112,11 +116,27 @@ async function recipe(conn, dir) {
   return counts;
 }
 
+async function encrypted(conn, key, file) {
+  const out = { no_key_error: null, rows: [] };
+  try {
+    await conn.run(`select count(*) from read_parquet(${quote(file)})`);
+  } catch (err) {
+    out.no_key_error = err.message.split('\n')[0];
+  }
+  await conn.run(`PRAGMA add_parquet_key('orderlog', ${quote(key)})`);
+  const src = `read_parquet(${quote(file)}, encryption_config = {footer_key: 'orderlog'})`;
+  await rows(conn, `select log_offset, payload from ${src}`, ([o, p]) => {
+    out.rows.push([String(o), Buffer.from(p.bytes).toString('utf8')]);
+  });
+  return out;
+}
+
 async function main(args) {
   const instance = await DuckDBInstance.create(':memory:');
   const conn = await instance.connect();
   try {
     if (args[0] === '--recipe') return await recipe(conn, args[1]);
+    if (args[0] === '--encrypted') return await encrypted(conn, args[1], args[2]);
     const out = [];
     for (const file of args) out.push(await checkFile(conn, file));
     return out;
@@ -127,8 +147,8 @@ async function main(args) {
 }
 
 const args = process.argv.slice(2);
-if (args.length === 0 || (args[0] === '--recipe' && args.length !== 2)) {
-  console.error('usage: node check.mjs FILE... | node check.mjs --recipe DIR');
+if (args.length === 0 || (args[0] === '--recipe' && args.length !== 2) || (args[0] === '--encrypted' && args.length !== 3)) {
+  console.error('usage: node check.mjs FILE... | node check.mjs --recipe DIR | node check.mjs --encrypted KEY FILE');
   process.exit(2);
 }
 main(args).then(
