@@ -146,8 +146,12 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	}
 	defer os.RemoveAll(root)
 	fmt.Fprintf(out, "stores and etcd on tmpfs (%s): the shared disk is out of the picture; `orderlog dev` on %s\n", root, devPlace(cfg))
-	fmt.Fprintf(out, "%d cores shared by every process and the load generators; W=A=1; %d rounds of %v after %v of warm-up; %d streams of %d B messages (at least %d per ingest process)\n",
-		runtime.NumCPU(), cfg.rounds, cfg.duration, cfg.warmup, cfg.streams, cfg.size, cfg.minStreams)
+	replication := "W=A=1"
+	if len(cfg.ingestArgs) > 0 {
+		replication += " unless -ingest-args says otherwise: " + strings.Join(cfg.ingestArgs, " ")
+	}
+	fmt.Fprintf(out, "%d cores shared by every process and the load generators; %s; %d rounds of %v after %v of warm-up; %d streams of %d B messages (at least %d per ingest process)\n",
+		runtime.NumCPU(), replication, cfg.rounds, cfg.duration, cfg.warmup, cfg.streams, cfg.size, cfg.minStreams)
 	load := client.LoadConfig{Streams: cfg.streams, Size: cfg.size, Frame: 64, InFlight: 8, Duration: cfg.duration}
 	ccfg := clusterConfig{binary: cfg.binary, root: root, sequencerArgs: cfg.sequencerArgs, ingestArgs: cfg.ingestArgs}
 	pcfg := phaseConfig{cluster: ccfg, load: load, warmup: cfg.warmup, minStreams: cfg.minStreams, probeInterval: cfg.probeInterval, idle: cfg.idle}
