@@ -66,7 +66,8 @@ type phaseResult struct {
 	etcdReadsPerSec    float64
 	mapBytesPerSec     float64 // commit-map stream to one follower
 	mapRecordsPerSec   float64
-	lagP50, lagP99     time.Duration
+	lagP50, lagP99     time.Duration // a probe's ack to C passing it
+	ackP50, ackP99     time.Duration // the load's frames, sent to acknowledged
 	lagSamples         int
 	machineBusyPercent float64
 	idleCores          float64 // the sequencer's CPU with the cluster idle
@@ -86,8 +87,8 @@ func loadShare(load client.LoadConfig, i, n, minStreams int) client.LoadConfig {
 }
 
 // runLoads drives every client with its share of load at once and
-// returns the summed acknowledged rate.
-func runLoads(ctx context.Context, clients []*client.Client, load client.LoadConfig, minStreams int) (float64, error) {
+// returns the summed acknowledged rate and every frame's ack latency.
+func runLoads(ctx context.Context, clients []*client.Client, load client.LoadConfig, minStreams int) (float64, []time.Duration, error) {
 	results := make([]client.LoadResult, len(clients))
 	errs := make([]error, len(clients))
 	var wg sync.WaitGroup
@@ -100,13 +101,15 @@ func runLoads(ctx context.Context, clients []*client.Client, load client.LoadCon
 	}
 	wg.Wait()
 	var total float64
+	var latencies []time.Duration
 	for i := range clients {
 		if errs[i] != nil {
-			return 0, fmt.Errorf("load on ingest%d: %w", i+1, errs[i])
+			return 0, nil, fmt.Errorf("load on ingest%d: %w", i+1, errs[i])
 		}
 		total += results[i].MessagesPerSecond()
+		latencies = append(latencies, results[i].Latencies...)
 	}
-	return total, nil
+	return total, latencies, nil
 }
 
 // phaseConfig is what every cluster phase runs.
@@ -157,7 +160,7 @@ func runPhase(ctx context.Context, cfg phaseConfig, n int) (phaseResult, error) 
 	}
 	warm := cfg.load
 	warm.Duration = cfg.warmup
-	if _, err := runLoads(ctx, clients, warm, cfg.minStreams); err != nil { // ledgers open, reservations made
+	if _, _, err := runLoads(ctx, clients, warm, cfg.minStreams); err != nil { // ledgers open, reservations made
 		return phaseResult{}, err
 	}
 	probeCtx, stopProbes := context.WithCancel(ctx)
@@ -180,7 +183,7 @@ func runPhase(ctx context.Context, cfg phaseConfig, n int) (phaseResult, error) 
 		time.Sleep(min(time.Second, cfg.load.Duration/3))
 		steady <- sampleEtcd()
 	}()
-	rate, err := runLoads(ctx, clients, cfg.load, cfg.minStreams)
+	rate, acks, err := runLoads(ctx, clients, cfg.load, cfg.minStreams)
 	if err != nil {
 		stopProbes()
 		return phaseResult{}, err
@@ -202,6 +205,7 @@ func runPhase(ctx context.Context, cfg phaseConfig, n int) (phaseResult, error) 
 	}
 	r := summarize(n, rate, before, after)
 	r.idleCores, r.readers = idle, 1+cfg.readers
+	r.ackP50, r.ackP99 = percentile(acks, 0.5), percentile(acks, 0.99)
 	if mid.err == nil {
 		secs := after.at.Sub(mid.at).Seconds()
 		r.etcdWritesPerSec = (after.etcdProposals - mid.proposals) / secs

@@ -10,10 +10,10 @@ import (
 
 // line is one phase's figures on one line.
 func (p phaseResult) line() string {
-	return fmt.Sprintf("%.0f msg/s, %.0f grants/s, %.1f msg/grant; sequencer %.2f cores (%.2f idle), %.2f µs CPU/grant (%.2f above idle), %.0f ns CPU/msg; commit log %.0f KB/s (%.2f B/msg); etcd %.1f writes/s, %.1f reads/s; commit map %.0f KB/s, %.0f records/s to one follower; C lag p50 %.2f ms p99 %.2f ms (%d probes); ingest WAL %.0f B/msg; machine %.0f%% busy",
+	return fmt.Sprintf("%.0f msg/s, %.0f grants/s, %.1f msg/grant; sequencer %.2f cores (%.2f idle), %.2f µs CPU/grant (%.2f above idle), %.0f ns CPU/msg; commit log %.0f KB/s (%.2f B/msg); etcd %.1f writes/s, %.1f reads/s; commit map %.0f KB/s, %.0f records/s to one follower; load ack p50 %.2f ms p99 %.2f ms; C lag p50 %.2f ms p99 %.2f ms (%d probes); ingest WAL %.0f B/msg; machine %.0f%% busy",
 		p.msgsPerSec, p.grantsPerSec, p.msgsPerGrant, p.sequencerCores, p.idleCores, micros(p.cpuPerGrant), micros(p.marginalPerGrant()), float64(p.cpuPerMsg.Nanoseconds()),
 		p.commitBytesPerSec/1e3, p.commitBytesPerMsg, p.etcdWritesPerSec, p.etcdReadsPerSec, p.mapBytesPerSec/1e3, p.mapRecordsPerSec,
-		millis(p.lagP50), millis(p.lagP99), p.lagSamples, p.walBytesPerMsg, p.machineBusyPercent)
+		millis(p.ackP50), millis(p.ackP99), millis(p.lagP50), millis(p.lagP99), p.lagSamples, p.walBytesPerMsg, p.machineBusyPercent)
 }
 
 // marginalPerGrant is the sequencer's CPU per grant above what it uses
@@ -54,6 +54,8 @@ func medianPhase(rs []phaseResult) phaseResult {
 		etcdReadsPerSec:    medianOf(rs, func(r phaseResult) float64 { return r.etcdReadsPerSec }),
 		mapBytesPerSec:     medianOf(rs, func(r phaseResult) float64 { return r.mapBytesPerSec }),
 		mapRecordsPerSec:   medianOf(rs, func(r phaseResult) float64 { return r.mapRecordsPerSec }),
+		ackP50:             medianDuration(rs, func(r phaseResult) time.Duration { return r.ackP50 }),
+		ackP99:             medianDuration(rs, func(r phaseResult) time.Duration { return r.ackP99 }),
 		lagP50:             medianDuration(rs, func(r phaseResult) time.Duration { return r.lagP50 }),
 		lagP99:             medianDuration(rs, func(r phaseResult) time.Duration { return r.lagP99 }),
 		lagSamples:         int(medianOf(rs, func(r phaseResult) float64 { return float64(r.lagSamples) })),
@@ -83,14 +85,14 @@ func medianSaturate(rs []saturateResult) saturateResult {
 // printSummary prints the table of medians and the closing figures.
 func printSummary(out io.Writer, cfg config, s summary) {
 	fmt.Fprintf(out, "\nmedians of %d rounds (each figure on its own)\n", cfg.rounds)
-	fmt.Fprintf(out, "%3s %7s %9s %9s %9s %9s %9s %12s %12s %10s %11s %12s %9s %9s %8s %10s %10s %6s\n",
+	fmt.Fprintf(out, "%3s %7s %9s %9s %9s %9s %9s %12s %12s %10s %11s %12s %9s %9s %8s %10s %10s %10s %6s\n",
 		"N", "readers", "msg/s", "grants/s", "msg/grant", "seq_cores", "seq_idle", "seq_us/grant", "marginal_us", "seq_ns/msg", "commit_KB/s", "commit_B/msg",
-		"etcd_wr/s", "etcd_rd/s", "map_KB/s", "C_lag_p50", "C_lag_p99", "busy%")
+		"etcd_wr/s", "etcd_rd/s", "map_KB/s", "ack_p99", "C_lag_p50", "C_lag_p99", "busy%")
 	for _, p := range s.phases {
-		fmt.Fprintf(out, "%3d %7d %9.0f %9.0f %9.1f %9.2f %9.2f %12.2f %12.2f %10.0f %11.1f %12.3f %9.1f %9.1f %8.0f %8.2fms %8.2fms %6.0f\n",
+		fmt.Fprintf(out, "%3d %7d %9.0f %9.0f %9.1f %9.2f %9.2f %12.2f %12.2f %10.0f %11.1f %12.3f %9.1f %9.1f %8.0f %8.2fms %8.2fms %8.2fms %6.0f\n",
 			p.n, p.readers, p.msgsPerSec, p.grantsPerSec, p.msgsPerGrant, p.sequencerCores, p.idleCores, micros(p.cpuPerGrant), micros(p.marginalPerGrant()), float64(p.cpuPerMsg.Nanoseconds()),
 			p.commitBytesPerSec/1e3, p.commitBytesPerMsg, p.etcdWritesPerSec, p.etcdReadsPerSec, p.mapBytesPerSec/1e3,
-			millis(p.lagP50), millis(p.lagP99), p.machineBusyPercent)
+			millis(p.ackP99), millis(p.lagP50), millis(p.lagP99), p.machineBusyPercent)
 	}
 	if f, ok := fanout(s.phases); ok {
 		fmt.Fprintf(out, "commit_map_fanout: N=%d with %d readers against %d: sequencer %+.3f cores, %.2f µs CPU per reader per grant (%.1f KB/s per reader)\n",
