@@ -8,7 +8,10 @@
 // puts the file's manifest segment the same way, and moves T and the head
 // in one transaction. A successor finishes a recorded plan under the same
 // keys. An ArchiveReader follows the head and serves reads below the log
-// start through a block cache on the local disk.
+// start through a block cache on the local disk. With archive keys
+// (ArchiveKeys: HKDF of the node's encryption key file) the worker writes
+// encrypted files and the reader decrypts them; a file under a key id the
+// reader lacks answers INTERNAL naming the id.
 //
 // Invariants: T never decreases; every offset in [head.First, T) is in
 // exactly one published file, as a row or a hole; an object is never

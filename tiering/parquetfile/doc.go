@@ -13,6 +13,11 @@
 //     readers (DuckDB in the tests, see duckcheck/) recompute;
 //   - the mapping between a row and the orderlogpb.StoredMessage the hot path
 //     serves: Read returns messages proto.Equal to what was appended.
+//   - encryption at rest (crypt.go): with WriterOptions.Keys a file is
+//     Parquet modular encryption, AES_GCM_V1, footer and every column under
+//     the current key, its id in the footer key metadata; Open WithKeys
+//     decrypts, and a key it lacks is a *KeyError naming the id, never
+//     rows. Which keys, and how they are derived, is the caller's.
 //
 // Invariants:
 //   - rows are in strictly increasing log_offset order, all inside
