@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"strconv"
 	"sync"
+	"time"
 
 	"orderlog/ingest/coordinator"
 	"orderlog/ingest/httpapi"
@@ -50,6 +52,36 @@ type ProduceQuota interface {
 	// ChargeProduce charges a frame's bytes; QUOTA_EXCEEDED (retryable,
 	// with retry_after_ms) refuses it when the principal's quota is spent.
 	ChargeProduce(principal string, bytes int) error
+}
+
+// maxQuotaHoldBack bounds how long a Produce stream over its quota reads
+// nothing (a frame much larger than the quota has a retry-after of
+// minutes; the stream reads, and refuses, one frame a second meanwhile).
+const maxQuotaHoldBack = time.Second
+
+// holdBackOverQuota waits out the retry-after of a frame refused with
+// QUOTA_EXCEEDED before its stream reads the next, as Kafka mutes a
+// throttled client's channel: a client that ignores the retry-after then
+// gains nothing, and costs the node at most a stream's flow-control window
+// of bytes per wait instead of decoding and refusing frames as fast as it
+// can send them, which took CPU from every other principal. The refusal
+// itself is answered at once.
+func holdBackOverQuota(ctx context.Context, err error) {
+	refusal := apierr.As(err)
+	if refusal.Code != apierr.QuotaExceeded {
+		return
+	}
+	ms, _ := strconv.ParseInt(refusal.Details["retry_after_ms"], 10, 64)
+	wait := min(time.Duration(ms)*time.Millisecond, maxQuotaHoldBack)
+	if wait <= 0 {
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	}
 }
 
 // ReadAuthorizer is implemented by an Authorizer that checks reads: a

@@ -116,6 +116,7 @@ func (s *ProducerService) receive(ctx context.Context, stream grpc.BidiStreaming
 		if err := s.node.authorizeFrame(ctx, req); err != nil {
 			answer(coordinator.RefusalResponse(req, err))
 			raw.Buf.Free()
+			holdBackOverQuota(ctx, err) // authorize.go
 			continue
 		}
 		s.node.ProduceFromBuffer(req, raw.Buf.Free, answer)
