@@ -20,6 +20,7 @@ import (
 	"orderlog/proto/orderlogpb"
 	"orderlog/reader"
 	"orderlog/tiering/objstore"
+	"orderlog/tiering/parquetfile"
 )
 
 // memLog is a committed log in memory: messages at their offsets, the
@@ -91,6 +92,9 @@ type workerWorld struct {
 	log   *memLog
 	dir   string
 	now   time.Time
+	// keys, when set, encrypt the files the workers write and decrypt
+	// them for the workers and checkArchive.
+	keys *parquetfile.Keys
 }
 
 func newWorkerWorld(t *testing.T) *workerWorld {
@@ -108,7 +112,7 @@ func (w *workerWorld) worker(t *testing.T, name string, store objstore.Store) (*
 	t.Helper()
 	wk, err := New(Config{Etcd: w.cli, Store: store, Log: w.log, LogStart: func() uint64 { return 0 }, Name: name,
 		Cut: CutPolicy{FileBytes: 20 << 10, FileAge: time.Minute}, TempDir: filepath.Join(w.dir, "tmp-"+name),
-		Now: func() time.Time { return w.now }})
+		Writer: parquetfile.WriterOptions{Keys: w.keys}, Keys: w.keys, Now: func() time.Time { return w.now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +141,7 @@ func (w *workerWorld) head(t *testing.T) Head {
 func (w *workerWorld) checkArchive(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	a, err := NewArchiveReader(w.store, ReaderOptions{CacheDir: filepath.Join(w.dir, "cache"), CacheBytes: 1 << 20})
+	a, err := NewArchiveReader(w.store, ReaderOptions{CacheDir: filepath.Join(w.dir, "cache"), CacheBytes: 1 << 20, Keys: w.keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,11 +237,19 @@ func TestWorkerCutsAtADayBoundary(t *testing.T) {
 // TestASuccessorFinishesAfterEachCrashPoint: the worker stops right after
 // recording its plan, after the upload, and after the manifest segment
 // (before T moves); a second worker finishes the recorded plan, adopting
-// what is there, overwriting nothing, and T never decreases.
+// what is there, overwriting nothing, and T never decreases. Encrypted
+// too: the successor decrypts the object it finds to adopt it.
 func TestASuccessorFinishesAfterEachCrashPoint(t *testing.T) {
-	for _, crash := range []string{"plan", ".parquet", ManifestDir} {
+	keys, err := ArchiveKeys([]byte("7 " + strings.Repeat("77", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, crash := range []string{"plan", ".parquet", ManifestDir, "encrypted/plan", "encrypted/.parquet", "encrypted/" + ManifestDir} {
 		t.Run(crash, func(t *testing.T) {
 			w := newWorkerWorld(t)
+			if c, ok := strings.CutPrefix(crash, "encrypted/"); ok {
+				crash, w.keys = c, keys
+			}
 			w.log.grow(300, w.now)
 			ctx, stop := context.WithCancel(context.Background())
 			first, l1 := w.worker(t, "first", &crashingStore{Store: w.store, after: crash, stop: stop})
