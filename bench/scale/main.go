@@ -25,6 +25,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -137,7 +138,7 @@ type summary struct {
 }
 
 // run measures every phase in rounds (each round: dev, every N, the
-// saturated sequencer, so a slow minute of the machine hits one round) and
+// sequencer alone, so a slow minute of the machine hits one round) and
 // prints the medians.
 func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	root, err := os.MkdirTemp(cfg.tmpfs, "orderlog-scale-")
@@ -145,6 +146,21 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 		return summary{}, fmt.Errorf("tmpfs directory: %w", err)
 	}
 	defer os.RemoveAll(root)
+	printHeader(out, cfg, root)
+	rs := rounds{plans: planPhases(cfg)}
+	rs.phases = make([][]phaseResult, len(rs.plans))
+	rs.sats = make([][]saturateResult, len(cfg.curve)+1) // by rate; saturated last
+	for r := range cfg.rounds {
+		if err := rs.run(ctx, cfg, root, r, out); err != nil {
+			return summary{}, fmt.Errorf("round %d: %w", r, err)
+		}
+	}
+	sum := rs.medians()
+	printSummary(out, cfg, sum)
+	return sum, nil
+}
+
+func printHeader(out io.Writer, cfg config, root string) {
 	fmt.Fprintf(out, "stores and etcd on tmpfs (%s): the shared disk is out of the picture; `orderlog dev` on %s\n", root, devPlace(cfg))
 	replication := "W=A=1"
 	if len(cfg.ingestArgs) > 0 {
@@ -152,10 +168,13 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	}
 	fmt.Fprintf(out, "%d cores shared by every process and the load generators; %s; %d rounds of %v after %v of warm-up; %d streams of %d B messages (at least %d per ingest process)\n",
 		runtime.NumCPU(), replication, cfg.rounds, cfg.duration, cfg.warmup, cfg.streams, cfg.size, cfg.minStreams)
-	load := client.LoadConfig{Streams: cfg.streams, Size: cfg.size, Frame: 64, InFlight: 8, Duration: cfg.duration}
-	ccfg := clusterConfig{binary: cfg.binary, root: root, sequencerArgs: cfg.sequencerArgs, ingestArgs: cfg.ingestArgs}
-	pcfg := phaseConfig{cluster: ccfg, load: load, warmup: cfg.warmup, minStreams: cfg.minStreams, probeInterval: cfg.probeInterval, idle: cfg.idle}
-	type phasePlan struct{ n, readers int }
+}
+
+// phasePlan is one cluster phase of a round: n ingest processes, and
+// readers commit-map followers beside the one the C lag is read from.
+type phasePlan struct{ n, readers int }
+
+func planPhases(cfg config) []phasePlan {
 	var plans []phasePlan
 	for _, n := range cfg.nodes {
 		plans = append(plans, phasePlan{n, 0})
@@ -163,47 +182,63 @@ func run(ctx context.Context, cfg config, out io.Writer) (summary, error) {
 	if cfg.fanoutNodes > 0 {
 		plans = append(plans, phasePlan{cfg.fanoutNodes, cfg.fanoutReaders - 1})
 	}
-	phases := make([][]phaseResult, len(plans))
-	var devs []devResult
-	sats := make([][]saturateResult, len(cfg.curve)+1) // by rate; saturated last
-	for r := range cfg.rounds {
-		d, err := runDev(ctx, cfg.binary, cfg.devDir, load, cfg.warmup, cfg.devArgs)
-		if err != nil {
-			return summary{}, fmt.Errorf("round %d dev: %w", r, err)
-		}
-		fmt.Fprintf(out, "round %d dev: %.0f msg/s, %.0f grants/s, %.1f msg/grant, %.0f B/msg on disk\n", r, d.msgsPerSec, d.grantsPerSec, d.msgsPerGrant, d.walBytesPerMsg)
-		devs = append(devs, d)
-		for i, plan := range plans {
-			pcfg.readers = plan.readers
-			p, err := runPhase(ctx, pcfg, plan.n)
-			if err != nil {
-				return summary{}, fmt.Errorf("round %d N=%d: %w", r, plan.n, err)
-			}
-			fmt.Fprintf(out, "round %d N=%d, %d commit-map readers: %s\n", r, plan.n, p.readers, p.line())
-			phases[i] = append(phases[i], p)
-		}
-		results, err := runSaturate(ctx, ccfg, cfg.saturate, append(cfg.curve, 0))
-		if err != nil {
-			return summary{}, fmt.Errorf("round %d synthetic grants: %w", r, err)
-		}
-		for i, s := range results {
-			fmt.Fprintf(out, "round %d sequencer alone, %s: %.0f grants/s, sequencer %.2f cores, %.2f µs CPU/grant, %.1f commit-log B/grant\n",
-				r, s.label(), s.grantsPerSec, s.sequencerCores, micros(s.cpuPerGrant), s.commitBytes)
-			sats[i] = append(sats[i], s)
-		}
+	return plans
+}
+
+// rounds collects every round's results: phases[i] are plans[i]'s,
+// sats[j] the sequencer alone at the j-th paced rate (the last:
+// saturated).
+type rounds struct {
+	plans  []phasePlan
+	phases [][]phaseResult
+	devs   []devResult
+	sats   [][]saturateResult
+}
+
+func (rs *rounds) run(ctx context.Context, cfg config, root string, r int, out io.Writer) error {
+	load := client.LoadConfig{Streams: cfg.streams, Size: cfg.size, Frame: 64, InFlight: 8, Duration: cfg.duration}
+	d, err := runDev(ctx, cfg.binary, cfg.devDir, load, cfg.warmup, cfg.devArgs)
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
 	}
-	sum := summary{dev: medianDev(devs), capacity: medianSaturate(sats[len(sats)-1])}
-	for _, rs := range sats[:len(sats)-1] {
-		sum.curve = append(sum.curve, medianSaturate(rs))
+	fmt.Fprintf(out, "round %d dev: %.0f msg/s, %.0f grants/s, %.1f msg/grant, %.0f B/msg on disk\n", r, d.msgsPerSec, d.grantsPerSec, d.msgsPerGrant, d.walBytesPerMsg)
+	rs.devs = append(rs.devs, d)
+	ccfg := clusterConfig{binary: cfg.binary, root: root, sequencerArgs: cfg.sequencerArgs, ingestArgs: cfg.ingestArgs}
+	pcfg := phaseConfig{cluster: ccfg, load: load, warmup: cfg.warmup, minStreams: cfg.minStreams, probeInterval: cfg.probeInterval, idle: cfg.idle}
+	for i, plan := range rs.plans {
+		pcfg.readers = plan.readers
+		p, err := runPhase(ctx, pcfg, plan.n)
+		if err != nil {
+			return fmt.Errorf("N=%d: %w", plan.n, err)
+		}
+		fmt.Fprintf(out, "round %d N=%d, %d commit-map readers: %s\n", r, plan.n, p.readers, p.line())
+		rs.phases[i] = append(rs.phases[i], p)
 	}
-	for _, rs := range phases {
-		sum.phases = append(sum.phases, medianPhase(rs))
+	results, err := runSaturate(ctx, ccfg, cfg.saturate, append(slices.Clone(cfg.curve), 0))
+	if err != nil {
+		return fmt.Errorf("synthetic grants: %w", err)
+	}
+	for i, s := range results {
+		fmt.Fprintf(out, "round %d sequencer alone, %s: %.0f grants/s, sequencer %.2f cores, %.2f µs CPU/grant, %.1f commit-log B/grant\n",
+			r, s.label(), s.grantsPerSec, s.sequencerCores, micros(s.cpuPerGrant), s.commitBytes)
+		rs.sats[i] = append(rs.sats[i], s)
+	}
+	return nil
+}
+
+// medians takes each figure's median over the rounds.
+func (rs *rounds) medians() summary {
+	sum := summary{dev: medianDev(rs.devs), capacity: medianSaturate(rs.sats[len(rs.sats)-1])}
+	for _, s := range rs.sats[:len(rs.sats)-1] {
+		sum.curve = append(sum.curve, medianSaturate(s))
+	}
+	for _, p := range rs.phases {
+		sum.phases = append(sum.phases, medianPhase(p))
 	}
 	if sum.dev.grantsPerSec > 0 {
 		sum.headroom = sum.capacity.grantsPerSec / sum.dev.grantsPerSec
 	}
-	printSummary(out, cfg, sum)
-	return sum, nil
+	return sum
 }
 
 func devPlace(cfg config) string {

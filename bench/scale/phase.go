@@ -163,6 +163,14 @@ func runPhase(ctx context.Context, cfg phaseConfig, n int) (phaseResult, error) 
 	if _, _, err := runLoads(ctx, clients, warm, cfg.minStreams); err != nil { // ledgers open, reservations made
 		return phaseResult{}, err
 	}
+	r, err := measure(ctx, cfg, n, c, clients, f)
+	r.idleCores, r.readers = idle, 1+cfg.readers
+	return r, err
+}
+
+// measure runs the load with the probes beside it and reads every
+// counter before and after.
+func measure(ctx context.Context, cfg phaseConfig, n int, c *cluster, clients []*client.Client, f *follower) (phaseResult, error) {
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	var probes []*probe
 	for i, cl := range clients {
@@ -204,7 +212,6 @@ func runPhase(ctx context.Context, cfg phaseConfig, n int) (phaseResult, error) 
 		return phaseResult{}, err
 	}
 	r := summarize(n, rate, before, after)
-	r.idleCores, r.readers = idle, 1+cfg.readers
 	r.ackP50, r.ackP99 = percentile(acks, 0.5), percentile(acks, 0.99)
 	if mid.err == nil {
 		secs := after.at.Sub(mid.at).Seconds()
