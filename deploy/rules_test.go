@@ -37,7 +37,7 @@ var requiredAlerts = map[string]string{
 }
 
 // unitTestedAlerts must have a case in alerts_test.yaml.
-var unitTestedAlerts = []string{"OrderlogNoSequencerLeader", "OrderlogConsumerLagGrowing"}
+var unitTestedAlerts = []string{"OrderlogNoSequencerLeader", "OrderlogConsumerLagGrowing", "OrderlogLimitRefusals"}
 
 func TestAlertRules(t *testing.T) {
 	rules := readOneYAML[alertRules](t, alertsFile)
