@@ -79,12 +79,17 @@ func survived(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, tt
 		resp, err := cli.TimeToLive(actx, id)
 		cancelAsk()
 		switch {
-		case err == nil:
-			// etcd truncates the remaining TTL to whole seconds: 0 is a
-			// lease with less than a second left, which a renewal still
-			// saves (or finds gone, ending the next stream); -1 is gone.
-			return resp.TTL >= 0
-		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		case err == nil && resp.TTL > 0:
+			return true
+		case err == nil && resp.TTL == 0:
+			// etcd truncates the remaining TTL toward zero, so 0 is a
+			// lease with under a second left or one expired under a
+			// second ago (not yet revoked): a renewal tells them apart,
+			// and saves the first.
+			if alive, known := renewOnce(ctx, cli, id); known {
+				return alive
+			}
+		case err == nil, errors.Is(err, rpctypes.ErrLeaseNotFound): // -1: gone
 			return false
 		}
 		select {
@@ -93,4 +98,19 @@ func survived(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID, tt
 		case <-time.After(askEvery):
 		}
 	}
+}
+
+// renewOnce renews the lease once; known is false if etcd did not answer
+// within askTimeout.
+func renewOnce(ctx context.Context, cli *clientv3.Client, id clientv3.LeaseID) (alive, known bool) {
+	actx, cancel := context.WithTimeout(ctx, askTimeout)
+	defer cancel()
+	resp, err := cli.KeepAliveOnce(actx, id)
+	switch {
+	case err == nil:
+		return resp.TTL > 0, true
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		return false, true
+	}
+	return false, false
 }

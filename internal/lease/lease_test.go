@@ -53,8 +53,8 @@ func TestKeepOutlivesAnEtcdOutageShorterThanItsWindow(t *testing.T) {
 		t.Fatal("no keepalive gap noticed")
 	}
 	// Renewed again: it outlives its TTL. etcd truncates the remaining TTL
-	// to whole seconds, so a live lease just before a renewal reads 0; a
-	// lease that is gone reads -1.
+	// toward zero, so a live lease whose renewal (due every TTL/3) comes
+	// late under load reads 0; a lease that is gone reads -1.
 	for range 2 {
 		time.Sleep(ttl)
 		resp, err := cli.TimeToLive(ctx, grant.ID)
