@@ -30,8 +30,9 @@ func (c *Client) Read(ctx context.Context, from uint64, limit uint32, fn func(*P
 // ReadBorrowed is Read for an fn that is done with each page when it
 // returns (it writes the messages out, counts them, copies what it keeps):
 // the page, its messages and their bytes are reused for a later frame once
-// fn returns. It spares the client a copy of every frame into fresh memory,
-// which was a third of its CPU in a range read.
+// fn returns, and so is an error fn returns must not hold any of them. It
+// spares the client a copy of every frame into fresh memory, which was a
+// third of its CPU in a range read.
 func (c *Client) ReadBorrowed(ctx context.Context, from uint64, limit uint32, fn func(*Page) error) error {
 	return c.read(ctx, from, limit, true, fn)
 }

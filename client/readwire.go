@@ -43,10 +43,11 @@ func decodePage(raw mem.Buffer) (*Page, error) {
 }
 
 // pageDecoder decodes the frames of one stream. A borrowing decoder decodes
-// each frame where gRPC received it, without the copy, and hands out the
-// same page, messages and buffer again for the next frame: its caller is
-// done with a page when fn returns. The copy into fresh memory was a third
-// of the client's CPU in a range read (docs/notes/read-bench.md).
+// each frame where gRPC received it, without the copy, frees that buffer
+// (back to grpcopt's pool) when the next frame comes or the stream ends, and
+// hands out the same page and messages again for the next frame: its caller
+// is done with a page when fn returns. The copy into fresh memory was a
+// third of the client's CPU in a range read (docs/notes/read-bench.md).
 type pageDecoder struct {
 	borrow bool
 	page   Page

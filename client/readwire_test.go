@@ -2,13 +2,19 @@ package client
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"slices"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"orderlog/internal/grpcopt"
 	"orderlog/proto/orderlogpb"
 )
 
@@ -219,4 +225,93 @@ func TestDecodeFieldNumbers(t *testing.T) {
 	check(r, "first", protoreflect.Uint64Kind, skippedFirst)
 	check(r, "end", protoreflect.Uint64Kind, skippedEnd)
 	check(r, "reason", protoreflect.StringKind, skippedReason)
+}
+
+// poisoningPool is a mem.BufferPool that overwrites every buffer put back,
+// so a page read after its frame was freed shows it.
+type poisoningPool struct{ put int }
+
+func (p *poisoningPool) Get(n int) *[]byte {
+	b := make([]byte, n)
+	return &b
+}
+
+func (p *poisoningPool) Put(b *[]byte) {
+	p.put++
+	for i := range *b {
+		(*b)[i] = 0xee
+	}
+}
+
+// fakePages is a pageStream of frames from a poisoningPool, then err.
+type fakePages struct {
+	pool   *poisoningPool
+	frames [][]byte
+	err    error
+}
+
+func (s *fakePages) RecvMsg(m any) error {
+	if len(s.frames) == 0 {
+		return s.err
+	}
+	b := s.pool.Get(len(s.frames[0]))
+	copy(*b, s.frames[0])
+	s.frames = s.frames[1:]
+	m.(*grpcopt.Raw).Buf = mem.NewBuffer(b, s.pool)
+	return nil
+}
+
+// TestBorrowedDrainFreesEachFrameAfterFn: fn sees every page whole (no
+// frame is freed before fn returns), a frame the fast decoder refuses is
+// decoded by proto.Unmarshal, and every frame goes back to the pool exactly
+// once whether the stream ends, fails, or fn fails.
+func TestBorrowedDrainFreesEachFrameAfterFn(t *testing.T) {
+	sample, err := proto.Marshal(samplePage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A frame with a field the fast decoder does not know, and a
+	// value long enough to be pooled: proto.Unmarshal decodes it.
+	unknown := protowire.AppendVarint(protowire.AppendTag(bytes.Clone(sample), 99, protowire.VarintType), 7)
+	frames := [][]byte{sample, unknown, sample}
+	for _, c := range []struct {
+		name    string
+		end     error
+		fnFails int // the frame fn fails at (-1: none)
+		want    error
+	}{
+		{"the stream ends", io.EOF, -1, nil},
+		{"the stream fails", status.Error(codes.Unavailable, "gone"), -1, nil},
+		{"fn fails", io.EOF, 1, errors.New("fn failed")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := &poisoningPool{}
+			stream := &fakePages{pool: pool, frames: slices.Clone(frames), err: c.end}
+			seen := 0
+			err := drain(stream, true, func(p *Page) error {
+				want := &Page{}
+				if err := proto.Unmarshal(frames[seen], want); err != nil {
+					t.Fatal(err)
+				}
+				if !proto.Equal(p, want) {
+					t.Fatalf("frame %d: fn saw %v, want %v", seen, p, want)
+				}
+				if seen++; seen-1 == c.fnFails {
+					return c.want
+				}
+				return nil
+			})
+			switch {
+			case c.want != nil && !errors.Is(err, c.want):
+				t.Fatalf("drain: %v, want fn's error", err)
+			case c.want == nil && c.end != io.EOF && err == nil:
+				t.Fatal("drain hid the stream's failure")
+			case c.want == nil && c.end == io.EOF && err != nil:
+				t.Fatal(err)
+			}
+			if pool.put != seen {
+				t.Fatalf("%d frames freed, %d received", pool.put, seen)
+			}
+		})
+	}
 }

@@ -66,7 +66,13 @@ func marshalInto(size int, appendTo func([]byte) ([]byte, error)) (mem.BufferSli
 		return mem.BufferSlice{mem.SliceBuffer(buf)}, nil
 	}
 	buf := sharedPool.Get(size)
-	if _, err := appendTo((*buf)[:0]); err != nil { // fills *buf: its capacity is size
+	out, err := appendTo((*buf)[:0]) // fills *buf: its capacity is size
+	if err == nil && len(out) != size {
+		// An encoder and its size disagree: sending the buffer would
+		// send stale pool bytes or a frame cut short.
+		err = fmt.Errorf("grpcopt: encoded %d bytes of a message sized %d", len(out), size)
+	}
+	if err != nil {
 		sharedPool.Put(buf)
 		return nil, err
 	}

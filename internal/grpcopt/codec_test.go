@@ -1,6 +1,7 @@
 package grpcopt
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/protobuf/proto"
 
 	"orderlog/proto/orderlogpb"
 	"orderlog/proto/producewire"
@@ -264,5 +266,40 @@ func BenchmarkProduceStreamLoopback(b *testing.B) {
 			}
 			stream.CloseSend()
 		})
+	}
+}
+
+// The codec marshals read pages, small and pooled, exactly as
+// proto.Marshal does.
+func TestCodecMarshalsReadPagesAsProto(t *testing.T) {
+	small := &orderlogpb.ReadResponse{NextOffset: 3, Messages: []*orderlogpb.StoredMessage{{Offset: 2, Message: &orderlogpb.Message{Topic: "t", Value: []byte("v")}}}}
+	large := &orderlogpb.ReadResponse{NextOffset: 100, Committed: 120, Skipped: []*orderlogpb.SkippedRange{{First: 50, End: 60, Reason: "compacted"}}}
+	for i := range 50 {
+		large.Messages = append(large.Messages, &orderlogpb.StoredMessage{Offset: uint64(i), ProducerId: 1, ProducerSeq: uint64(i),
+			Message: &orderlogpb.Message{Topic: "orders", Key: []byte("k"), Value: make([]byte, 1024)}})
+	}
+	for _, page := range []*orderlogpb.ReadResponse{small, large} {
+		got, err := codec{}.Marshal(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := proto.Marshal(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := got.Materialize(); !bytes.Equal(b, want) {
+			t.Fatalf("codec marshalled %d bytes, proto.Marshal %d, not the same", len(b), len(want))
+		}
+		got.Free()
+	}
+}
+
+// An encoder whose output disagrees with its size fails the marshal
+// instead of sending stale pool bytes.
+func TestMarshalIntoRefusesAWrongSize(t *testing.T) {
+	const size = 64 << 10
+	_, err := marshalInto(size, func(b []byte) ([]byte, error) { return append(b, make([]byte, size-1)...), nil })
+	if err == nil {
+		t.Fatal("an encoding one byte short of its size was marshalled")
 	}
 }
