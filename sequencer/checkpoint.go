@@ -144,8 +144,11 @@ func (l *leader) maybeCheckpointLocked() {
 		return
 	}
 	since, floor := time.Since(l.mu.lastCheckpoint), cfg.floor()
+	// Readers below a map trimmed past the last checkpoint wait for the
+	// next one (hardRetainFactor); it is due as soon as a moved floor's.
+	waitedFor := floor > l.mu.checkpointFloor || l.cm.trimmedPastCheckpoint()
 	due := l.mu.recordsSince >= cfg.Records ||
-		(l.mu.recordsSince > 0 && (since >= cfg.Interval || (floor > l.mu.checkpointFloor && since >= floorCheckpointAfter)))
+		(l.mu.recordsSince > 0 && (since >= cfg.Interval || (waitedFor && since >= floorCheckpointAfter)))
 	if !due {
 		return
 	}

@@ -138,6 +138,15 @@ func (cm *commitMap) checkpointed(end uint64) {
 	cm.trimLocked()
 }
 
+// trimmedPastCheckpoint says whether the map dropped records the newest
+// checkpoint does not cover: readers below the floor wait for the next
+// checkpoint.
+func (cm *commitMap) trimmedPastCheckpoint() bool {
+	cm.mu.Lock()
+	defer cm.mu.Unlock()
+	return cm.mu.floor > cm.mu.checkpointEnd
+}
+
 // retained is the number of records kept, for metrics.
 func (cm *commitMap) retained() int {
 	cm.mu.Lock()

@@ -63,7 +63,8 @@ type leader struct {
 		// checkpointing is set from the moment a checkpoint is due until
 		// it ends; checkpointAwaitsRoll until the roll it asked for is
 		// done. recordsSince counts the records confirmed since the last
-		// checkpoint started, lastCheckpoint is when it did.
+		// checkpoint started (a new leader starts it at the records its
+		// takeover replayed), lastCheckpoint is when it did.
 		checkpointing        bool
 		checkpointAwaitsRoll bool
 		recordsSince         int
