@@ -94,14 +94,20 @@ func (p *consumerProcess) lines(t *testing.T) []printed {
 // keyedProducer logs messages "<i>" with keys "k<i mod keys>" to topic in
 // frames of 20, and records each acknowledged offset's value.
 func keyedProducer(ctx context.Context, c *client.Client, topic string, n, keys int, pause time.Duration, acked map[uint64]string, mu *sync.Mutex) error {
+	return keyedProducerFrom(ctx, c, topic, 0, n, keys, pause, acked, mu)
+}
+
+// keyedProducerFrom is keyedProducer for the values first, first+1, ...,
+// first+n-1.
+func keyedProducerFrom(ctx context.Context, c *client.Client, topic string, first, n, keys int, pause time.Duration, acked map[uint64]string, mu *sync.Mutex) error {
 	p, err := c.NewProducer(ctx, "src-"+topic, client.ProducerOptions{})
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	for i := 0; i < n; i += 20 {
+	for i := first; i < first+n; i += 20 {
 		var frame []*orderlogpb.Message
-		for j := i; j < min(n, i+20); j++ {
+		for j := i; j < min(first+n, i+20); j++ {
 			frame = append(frame, &orderlogpb.Message{Topic: topic, Key: []byte(fmt.Sprintf("k%d", j%keys)), Value: []byte(fmt.Sprint(j))})
 		}
 		acks, err := p.Produce(ctx, frame...)
@@ -257,9 +263,9 @@ func lastOffsetOfPartition(acked map[uint64]string, p uint32, members []*consume
 }
 
 // TestCopyToIsExactlyOnceAcrossKills: `orderlog consume --copy-to` copies a
-// topic while it is SIGKILLed 20 times at random moments and started
-// again; at the end every input is copied exactly once, and each key's
-// copies are in input order.
+// topic while it is SIGKILLed 20 times in the middle of copying and
+// started again; at the end every input is copied exactly once, and each
+// key's copies are in input order.
 func TestCopyToIsExactlyOnceAcrossKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a dev process and kills a consumer process 20 times")
@@ -271,11 +277,9 @@ func TestCopyToIsExactlyOnceAcrossKills(t *testing.T) {
 	if _, err := c.CreateTopicWith(ctx, &orderlogpb.CreateTopicRequest{Name: "in", Partitions: 4}); err != nil {
 		t.Fatal(err)
 	}
-	const inputs = 4000
+	const runs = 20
 	acked := map[uint64]string{}
 	var mu sync.Mutex
-	produced := make(chan error, 1)
-	go func() { produced <- keyedProducer(ctx, c, "in", inputs, 40, 25*time.Millisecond, acked, &mu) }()
 	copier := func() *consumerProcess {
 		return startConsumer(t, "--addr", srv.grpcAddr, "--group", "copy", "--topic", "in", "--copy-to", "out", "--session-timeout", "2s")
 	}
@@ -296,26 +300,62 @@ func TestCopyToIsExactlyOnceAcrossKills(t *testing.T) {
 		}
 		return count, order
 	}
+	inputs := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked)
+	}
+	// Inputs stream in, 20 at a time, all through each run; a run is
+	// killed at a random moment after it copied its first (however long
+	// the process took to start, on a loaded machine), so in the middle
+	// of copying unless it caught up with the stream.
 	rng := rand.New(rand.NewPCG(7, 11))
-	progressed, before := 0, 0 // kills that came after some copying: mid-stream
-	for kill := 0; kill < 20; kill++ {
+	midCopy, before := 0, 0
+	for run := 0; run < runs; run++ {
 		p := copier()
-		time.Sleep(time.Duration(150+rng.IntN(350)) * time.Millisecond)
+		stop := make(chan struct{})
+		produced := make(chan error, 1)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					produced <- nil
+					return
+				default:
+				}
+				if err := keyedProducerFrom(ctx, c, "in", inputs(), 20, 40, 10*time.Millisecond, acked, &mu); err != nil {
+					produced <- err
+					return
+				}
+			}
+		}()
+		for {
+			if count, _ := copies(); len(count) > before {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("run %d copied nothing", run)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
 		p.kill()
+		close(stop)
+		if err := <-produced; err != nil {
+			t.Fatal(err)
+		}
 		count, _ := copies()
-		if len(count) > before {
-			progressed++
+		if len(count) < inputs() {
+			midCopy++
 		}
 		before = len(count)
 	}
-	if progressed < 10 {
-		t.Fatalf("only %d of 20 runs copied anything before their kill: the kills did not cut the copy short", progressed)
+	if midCopy < runs/2 {
+		t.Fatalf("only %d of %d runs were killed with inputs left to copy: the kills did not cut the copy short", midCopy, runs)
 	}
-	if err := <-produced; err != nil {
-		t.Fatal(err)
-	}
+	total := inputs()
 	count, _ := copies()
-	t.Logf("after 20 kills (%d of them mid-copy): %d of %d inputs copied", progressed, len(count), inputs)
+	t.Logf("after %d kills (%d of them mid-copy): %d of %d inputs copied", runs, midCopy, len(count), total)
 	last := copier()
 	for {
 		st, err := c.Status(ctx)
@@ -331,7 +371,7 @@ func TestCopyToIsExactlyOnceAcrossKills(t *testing.T) {
 				t.Fatalf("input %s copied %d times", v, n)
 			}
 		}
-		if len(count) == inputs {
+		if len(count) == total {
 			for key, values := range order {
 				for i := 1; i < len(values); i++ {
 					if values[i] <= values[i-1] {
@@ -342,7 +382,7 @@ func TestCopyToIsExactlyOnceAcrossKills(t *testing.T) {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%d of %d inputs copied in the end", len(count), inputs)
+			t.Fatalf("%d of %d inputs copied in the end", len(count), total)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
