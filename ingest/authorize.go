@@ -17,33 +17,46 @@ import (
 // producerPrincipals remembers which principal each producer id is bound
 // to (its etcd record's), and the producer's name, so that a frame is
 // checked without an etcd read after the first and a principal's sessions
-// are counted by name (producer_limit.go).
+// are counted by name (producer_limit.go) among its own producers only.
 type producerPrincipals struct {
 	mu    sync.Mutex
 	known map[uint64]producerBinding
+	// byPrincipal indexes known: principal → producer id → name.
+	byPrincipal map[string]map[uint64]string
 }
 
 type producerBinding struct{ principal, name string }
 
 func (p *producerPrincipals) get(id uint64) (string, bool) {
-	b, ok := p.binding(id)
-	return b.principal, ok
-}
-
-func (p *producerPrincipals) binding(id uint64) (producerBinding, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	b, ok := p.known[id]
-	return b, ok
+	return b.principal, ok
 }
 
 func (p *producerPrincipals) set(id uint64, principal, name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.known == nil {
-		p.known = map[uint64]producerBinding{}
+		p.known, p.byPrincipal = map[uint64]producerBinding{}, map[string]map[uint64]string{}
+	}
+	if old, ok := p.known[id]; ok {
+		delete(p.byPrincipal[old.principal], id)
 	}
 	p.known[id] = producerBinding{principal: principal, name: name}
+	if p.byPrincipal[principal] == nil {
+		p.byPrincipal[principal] = map[uint64]string{}
+	}
+	p.byPrincipal[principal][id] = name
+}
+
+// of calls fn with each producer known to be bound to principal.
+func (p *producerPrincipals) of(principal string, fn func(id uint64, name string)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, name := range p.byPrincipal[principal] {
+		fn(id, name)
+	}
 }
 
 // ProduceQuota is implemented by an Authorizer that also bounds each

@@ -67,14 +67,15 @@ func (n *Node) admitProducer(principal, name string) (release func(), err error)
 }
 
 // sessionsOf counts the producers this node owns or takes over that are
-// bound to principal, and says whether name is one of them. Loop only.
+// bound to principal, and says whether name is one of them: a walk of the
+// principal's producers, not of every producer the node holds. Loop only.
 func (n *Node) sessionsOf(principal, name string) (held int, mine bool) {
-	for _, id := range n.machine.ProducerIDs() {
-		if b, ok := n.principals.binding(id); ok && b.principal == principal {
+	n.principals.of(principal, func(id uint64, producer string) {
+		if n.machine.HoldsProducer(id) {
 			held++
-			mine = mine || b.name == name
+			mine = mine || producer == name
 		}
-	}
+	})
 	return held, mine
 }
 

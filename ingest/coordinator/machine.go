@@ -243,9 +243,11 @@ func (m *Machine) appendEntry(a Append) int64 {
 // Producers is the number of producers this node owns or is taking over.
 func (m *Machine) Producers() int { return len(m.producers) }
 
-// ProducerIDs are the producers this node owns or is taking over.
-func (m *Machine) ProducerIDs() []uint64 {
-	return sortedIDs(m.producers, func(*session) bool { return true })
+// HoldsProducer reports whether this node owns the producer or is taking
+// it over.
+func (m *Machine) HoldsProducer(id uint64) bool {
+	_, ok := m.producers[id]
+	return ok
 }
 
 // Ledger is the open ledger (0 if none).

@@ -280,7 +280,7 @@ func closedByServer(c net.Conn, wait time.Duration) bool {
 // another principal registers its own meanwhile.
 func TestAProducerSessionFloodIsRefusedAlone(t *testing.T) {
 	const limit = 3
-	n := startAbuseNode(t, Config{Limits: Limits{ProducersPerPrincipal: limit}}, "flood", "good")
+	n := startAbuseNode(t, Config{Limits: Limits{ProducersPerPrincipal: limit}}, "flood", "good", "burst")
 	producers := orderlogpb.NewProducerClient(n.conn)
 	for i := range limit {
 		if _, err := producers.InitProducer(n.as("flood"), &orderlogpb.InitProducerRequest{Name: "flood-" + strconv.Itoa(i)}); err != nil {
@@ -304,8 +304,24 @@ func TestAProducerSessionFloodIsRefusedAlone(t *testing.T) {
 			t.Fatalf("the good principal's producer %d: %v", i, err)
 		}
 	}
-	if got := n.refusals(t, limitProducers); got != 2 {
-		t.Fatalf("orderlog_limit_refusals_total{limit=%q} = %d, want 2", limitProducers, got)
+	// InitProducers at once: the ones in flight count, exactly the limit pass
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[apierr.Code]int{}
+	for i := range 12 {
+		wg.Go(func() {
+			_, err := producers.InitProducer(n.as("burst"), &orderlogpb.InitProducerRequest{Name: "burst-" + strconv.Itoa(i)})
+			mu.Lock()
+			codes[codeOf(err)]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if codes[""] != limit || codes[apierr.LimitExceeded] != 12-limit {
+		t.Fatalf("12 InitProducers at once with a limit of %d: %v", limit, codes)
+	}
+	if got := n.refusals(t, limitProducers); got != 2+12-limit {
+		t.Fatalf("orderlog_limit_refusals_total{limit=%q} = %d, want %d", limitProducers, got, 2+12-limit)
 	}
 	// nothing was registered for the refused names: the root, not bound
 	// by the flood's limit, gets them as new producers (epoch 1)
