@@ -16,16 +16,20 @@ import (
 	"orderlog/ingest/retention"
 	"orderlog/proto/orderlogpb"
 	"orderlog/tiering"
+	"orderlog/tiering/objstore"
+	"orderlog/tiering/objstore/s3test"
 )
 
 // TestArchiveEncryptionLeavesNoPlaintext produces messages carrying a
 // known marker (in payloads, keys and header values) through a node that
-// archives to a directory in its data directory in small files and lets
+// archives, to a directory in its data directory or to a real S3 server
+// (versitygw, with --s3-sse AES256), in small files and lets
 // retention delete the archived ledgers; once the log start has passed
 // them, a read through orderlog (served from the archive) still returns
 // every message intact. Then it stops the node and greps every file under
 // the data directory (WAL, etcd, the archive's Parquet and manifest, the
-// block cache, the worker's directory) for the marker: without encryption
+// block cache, the worker's directory; and the S3 server's own directory)
+// for the marker: without encryption
 // it is in the archive's Parquet files (so the grep can fail); with
 // --encryption-key-file it is nowhere.
 func TestArchiveEncryptionLeavesNoPlaintext(t *testing.T) {
@@ -33,7 +37,11 @@ func TestArchiveEncryptionLeavesNoPlaintext(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("1 "+strings.Repeat("6b", 32)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for name, keys := range map[string]string{"clear": "", "encrypted": keyFile} {
+	for _, tc := range []struct {
+		name, keys string
+		s3         bool
+	}{{"clear", "", false}, {"encrypted", keyFile, false}, {"clear_s3", "", true}, {"encrypted_s3", keyFile, true}} {
+		name, keys := tc.name, tc.keys
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			marker := fmt.Sprintf("archive-secret-%d-%s", time.Now().UnixNano(), name)
@@ -41,6 +49,17 @@ func TestArchiveEncryptionLeavesNoPlaintext(t *testing.T) {
 				Retention: RetentionConfig{Policy: retention.Policy{Bytes: 32 << 10}, Interval: 50 * time.Millisecond, DeleteGrace: -1},
 				Archive: ArchiveConfig{URL: "file://" + filepath.Join(dir, "archive"), FileBytes: 24 << 10, FileAge: 200 * time.Millisecond,
 					HotWindow: time.Millisecond, Interval: 50 * time.Millisecond}}
+			archiveDir := filepath.Join(dir, "archive")
+			if tc.s3 {
+				// The object store's own directory is greped too; SSE is
+				// asked for (versitygw ignores it: the Parquet encryption
+				// is what keeps the marker out).
+				server := s3test.Start(t)
+				server.SetEnv(t)
+				cfg.Archive.URL = "s3://" + server.Bucket + "/log"
+				cfg.Archive.S3 = objstore.Options{Endpoint: server.Endpoint, SSE: objstore.SSES3}
+				archiveDir = filepath.Join(server.Root(), server.Bucket, "log")
+			}
 			s := startServerWith(t, cfg)
 			closed := false
 			defer func() {
@@ -83,7 +102,7 @@ func TestArchiveEncryptionLeavesNoPlaintext(t *testing.T) {
 			s.Close()
 			closed = true
 
-			files, _ := filepath.Glob(filepath.Join(dir, "archive", "dt=*", "*.parquet"))
+			files, _ := filepath.Glob(filepath.Join(archiveDir, "dt=*", "*.parquet"))
 			if len(files) < 2 {
 				t.Fatalf("%d archive files, want several", len(files))
 			}
@@ -97,9 +116,12 @@ func TestArchiveEncryptionLeavesNoPlaintext(t *testing.T) {
 				}
 			}
 			found := grepTree(t, dir, marker)
+			if tc.s3 {
+				found = append(found, grepTree(t, archiveDir, marker)...)
+			}
 			inParquet := 0
 			for _, path := range found {
-				if strings.HasSuffix(path, ".parquet") && strings.Contains(path, "archive") {
+				if strings.HasPrefix(path, archiveDir) && strings.HasSuffix(path, ".parquet") {
 					inParquet++
 				}
 			}

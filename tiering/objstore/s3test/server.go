@@ -177,6 +177,11 @@ func (s *Server) createBucket() {
 	}
 }
 
+// Root is the server's data directory (versitygw posix: one directory
+// per bucket, an object's bytes in a file under its key), for tests that
+// look at what the server stored.
+func (s *Server) Root() string { return s.root }
+
 // Stop sends SIGTERM and waits for versitygw to exit (SIGKILL after
 // stopTimeout). Stopping a stopped server does nothing.
 func (s *Server) Stop() {
