@@ -350,8 +350,12 @@ func TestCopyToIsExactlyOnceAcrossKills(t *testing.T) {
 		}
 		before = len(count)
 	}
-	if midCopy < runs/2 {
-		t.Fatalf("only %d of %d runs were killed with inputs left to copy: the kills did not cut the copy short", midCopy, runs)
+	// Every run copied before its kill (the loop waits for it); how many
+	// also left inputs uncopied depends on how fast the copier keeps up
+	// with the stream (8-20 of 20 seen), but a copy never cut short
+	// would not test the loop's recovery.
+	if midCopy == 0 {
+		t.Fatalf("none of %d runs was killed with inputs left to copy: the kills did not cut the copy short", runs)
 	}
 	total := inputs()
 	count, _ := copies()
