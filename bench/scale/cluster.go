@@ -34,8 +34,18 @@ type clusterConfig struct {
 }
 
 // startCluster starts etcd, the sequencer and n ingest processes (W = A =
-// 1, each with its own store), and returns once every one is ready.
-func startCluster(ctx context.Context, cfg clusterConfig, n int) (c *cluster, err error) {
+// 1, each with its own store), and returns once every one is ready. If a
+// port was taken between freeAddr and the bind, it starts them all once
+// more on other ports.
+func startCluster(ctx context.Context, cfg clusterConfig, n int) (*cluster, error) {
+	c, err := startClusterOnce(ctx, cfg, n)
+	if addressInUse(err) && ctx.Err() == nil {
+		c, err = startClusterOnce(ctx, cfg, n)
+	}
+	return c, err
+}
+
+func startClusterOnce(ctx context.Context, cfg clusterConfig, n int) (c *cluster, err error) {
 	dir, err := os.MkdirTemp(cfg.root, "cluster-")
 	if err != nil {
 		return nil, err

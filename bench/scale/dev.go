@@ -26,26 +26,15 @@ func runDev(ctx context.Context, binary, root string, load client.LoadConfig, wa
 		return devResult{}, err
 	}
 	defer os.RemoveAll(dir)
-	grpcAddr, httpAddr, err := addrs()
-	if err != nil {
-		return devResult{}, err
+	p, err := startDev(ctx, binary, filepath.Join(dir, "data"), dir, extra)
+	if addressInUse(err) && ctx.Err() == nil {
+		p, err = startDev(ctx, binary, filepath.Join(dir, "data-retry"), dir, extra)
 	}
-	etcdAddr, err := freeAddr()
-	if err != nil {
-		return devResult{}, err
-	}
-	args := append([]string{"dev", "--data", filepath.Join(dir, "data"), "--grpc-addr", grpcAddr, "--http-addr", httpAddr,
-		"--etcd-addr", etcdAddr, "--archive", "none"}, extra...)
-	p, err := startProc(binary, dir, "dev", grpcAddr, httpAddr, args...)
 	if err != nil {
 		return devResult{}, err
 	}
 	defer p.stop()
-	ready, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := p.waitReady(ready); err != nil {
-		return devResult{}, err
-	}
+	grpcAddr, httpAddr := p.grpcAddr, p.httpAddr
 	c, err := client.Dial(grpcAddr)
 	if err != nil {
 		return devResult{}, err
@@ -80,4 +69,30 @@ func runDev(ctx context.Context, binary, root string, load client.LoadConfig, wa
 		r.walBytesPerMsg = (after["orderlog_wal_written_bytes_total"] - before["orderlog_wal_written_bytes_total"]) / logged
 	}
 	return r, nil
+}
+
+// startDev starts `orderlog dev` with its data in data and its log in
+// logDir, and returns once it is ready (stopped again if it is not).
+func startDev(ctx context.Context, binary, data, logDir string, extra []string) (*proc, error) {
+	grpcAddr, httpAddr, err := addrs()
+	if err != nil {
+		return nil, err
+	}
+	etcdAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"dev", "--data", data, "--grpc-addr", grpcAddr, "--http-addr", httpAddr,
+		"--etcd-addr", etcdAddr, "--archive", "none"}, extra...)
+	p, err := startProc(binary, logDir, "dev", grpcAddr, httpAddr, args...)
+	if err != nil {
+		return nil, err
+	}
+	ready, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := p.waitReady(ready); err != nil {
+		p.stop()
+		return nil, err
+	}
+	return p, nil
 }

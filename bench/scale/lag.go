@@ -26,6 +26,7 @@ type follower struct {
 		sync.Mutex
 		watermarks []watermark // C increasing
 		bytes      int64       // protobuf bytes of the frames received
+		frames     int64       // one per commit entry
 		records    int64
 		logBytes   int64 // the records as the commit log encodes them
 		err        error
@@ -73,6 +74,7 @@ func (f *follower) apply(frame *pb.CommitMapFrame, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.mu.bytes += int64(proto.Size(frame))
+	f.mu.frames++
 	f.mu.records += int64(len(frame.Records))
 	for _, r := range frame.Records {
 		f.mu.logBytes += int64(encodedSize(r))
@@ -85,12 +87,19 @@ func (f *follower) apply(frame *pb.CommitMapFrame, at time.Time) {
 	}
 }
 
-// counters are the stream's bytes and records so far, and the records'
-// size in the commit log.
-func (f *follower) counters() (bytes, records, logBytes int64) {
+// counters are the stream's bytes, frames and records so far, and the
+// records' size in the commit log.
+func (f *follower) counters() (bytes, frames, records, logBytes int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.mu.bytes, f.mu.records, f.mu.logBytes
+	return f.mu.bytes, f.mu.frames, f.mu.records, f.mu.logBytes
+}
+
+// framesSoFar is how many frames the stream has carried.
+func (f *follower) framesSoFar() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.mu.frames
 }
 
 // encodedSize is a record's size in a commit-log entry
@@ -183,12 +192,59 @@ func startProbe(ctx context.Context, c *client.Client, name string, interval tim
 	return p, nil
 }
 
-// commitLags are, for each probe message acknowledged in [from, to), how
-// long after its ack the commit map's C passed its offset (zero if C was
-// there first: the two arrive over different connections). One that C
-// never passed counts as to minus its ack.
-func commitLags(f *follower, probes []*probe, from, to time.Time) []time.Duration {
+// highestAcked is the highest offset a probe had acknowledged before to
+// (false if none had).
+func highestAcked(probes []*probe, to time.Time) (uint64, bool) {
+	var highest uint64
+	var any bool
+	for _, p := range probes {
+		for _, a := range p.acks {
+			if a.at.Before(to) && (!any || a.offset > highest) {
+				highest, any = a.offset, true
+			}
+		}
+	}
+	return highest, any
+}
+
+// waitPassed waits until C passes offset, at most wait (or until ctx ends
+// or the stream does), and returns when it stopped waiting.
+func (f *follower) waitPassed(ctx context.Context, offset uint64, wait time.Duration) time.Time {
+	deadline := time.Now().Add(wait)
+	for {
+		if _, ok := f.committedAt(offset); ok {
+			return time.Now()
+		}
+		if !time.Now().Before(deadline) {
+			return time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return time.Now()
+		case <-f.done:
+			return time.Now()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// lagStats are the C lags of a phase's probes: for each probe message
+// acknowledged in [from, to), how long after its ack the commit map's C
+// passed its offset (zero if C was there first: the two arrive over
+// different connections). A probe C had not passed when the wait after
+// the load ended is counted in unpassed, not among the lags: its lag is
+// at least bound (the wait's end minus to). A percentile that falls among
+// the unpassed probes is bound, marked over.
+type lagStats struct {
+	passed, unpassed int
+	p50, p99         time.Duration
+	p50Over, p99Over bool
+	bound            time.Duration
+}
+
+func commitLags(f *follower, probes []*probe, from, to, waited time.Time) lagStats {
 	var lags []time.Duration
+	s := lagStats{bound: waited.Sub(to)}
 	for _, p := range probes {
 		for _, a := range p.acks {
 			if a.at.Before(from) || !a.at.Before(to) {
@@ -196,12 +252,48 @@ func commitLags(f *follower, probes []*probe, from, to time.Time) []time.Duratio
 			}
 			at, ok := f.committedAt(a.offset)
 			if !ok {
-				at = to
+				s.unpassed++
+				continue
 			}
 			lags = append(lags, max(0, at.Sub(a.at)))
 		}
 	}
-	return lags
+	s.passed = len(lags)
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	s.p50, s.p50Over = s.percentile(lags, 0.5)
+	s.p99, s.p99Over = s.percentile(lags, 0.99)
+	return s
+}
+
+// percentile is the p-quantile (0..1) of the sorted passed lags with the
+// unpassed probes above them all; zero for none.
+func (s lagStats) percentile(sorted []time.Duration, p float64) (time.Duration, bool) {
+	total := len(sorted) + s.unpassed
+	if total == 0 {
+		return 0, false
+	}
+	i := int(p * float64(total-1))
+	if i >= len(sorted) {
+		return s.bound, true
+	}
+	return sorted[i], false
+}
+
+// probes says how many probes C passed, and how many it had not when the
+// wait ended.
+func (s lagStats) probes() string {
+	if s.unpassed == 0 {
+		return fmt.Sprintf("%d probes, C passed all", s.passed)
+	}
+	return fmt.Sprintf("%d probes passed, %d not %.1f s after the load", s.passed, s.unpassed, s.bound.Seconds())
+}
+
+// formatLag prints a lag in ms, as ">x ms" when it is a lower bound.
+func formatLag(d time.Duration, over bool) string {
+	if over {
+		return fmt.Sprintf(">%.0fms", millis(d))
+	}
+	return fmt.Sprintf("%.2fms", millis(d))
 }
 
 // percentile is the p-quantile (0..1) of ds; zero for none.

@@ -19,15 +19,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"orderlog/client"
@@ -44,6 +47,7 @@ type config struct {
 	minStreams    int
 	size          int
 	probeInterval time.Duration
+	lagWait       time.Duration // how long C may take, after the load, to pass the last probe
 	idle          time.Duration
 	fanoutNodes   int // the N measured again with fanoutReaders commit-map readers (0: not)
 	fanoutReaders int
@@ -68,6 +72,7 @@ func main() {
 	flag.IntVar(&cfg.minStreams, "min-streams", 2, "producer streams per ingest process at least")
 	flag.IntVar(&cfg.size, "size", 1024, "message size")
 	flag.DurationVar(&cfg.probeInterval, "probe-interval", 20*time.Millisecond, "one probe message per ingest process this often, for the C lag")
+	flag.DurationVar(&cfg.lagWait, "lag-wait", 15*time.Second, "after each load, wait at most this long for C to pass the last probe acknowledged (probes it has not passed by then are counted apart)")
 	flag.DurationVar(&cfg.idle, "idle", time.Second, "how long the sequencer's idle CPU is measured in each phase")
 	flag.IntVar(&cfg.fanoutNodes, "fanout-nodes", 2, "measure this N again with -fanout-readers commit-map readers (0: do not)")
 	flag.IntVar(&cfg.fanoutReaders, "fanout-readers", 32, "commit-map readers in the fan-out phase")
@@ -94,9 +99,38 @@ func main() {
 	if cfg.saturate.duration == 0 {
 		cfg.saturate.duration = cfg.duration
 	}
-	if _, err := run(context.Background(), cfg, os.Stdout); err != nil {
+	if err := cfg.validate(); err != nil {
 		fail(err)
 	}
+	// On Ctrl-C or SIGTERM the run returns, so the deferred stops end the
+	// children and the tmpfs directory is removed; a second signal kills.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() { <-ctx.Done(); stop() }()
+	_, err = run(ctx, cfg, os.Stdout)
+	stop()
+	if err != nil {
+		fail(err)
+	}
+}
+
+// validate refuses flags that would measure nothing or drop a figure
+// without saying so.
+func (cfg config) validate() error {
+	switch {
+	case cfg.rounds < 1:
+		return errors.New("-rounds must be at least 1")
+	case cfg.duration <= 0 || cfg.saturate.duration <= 0:
+		return errors.New("-duration and -sat-duration must be positive")
+	case cfg.lagWait <= 0:
+		return errors.New("-lag-wait must be positive")
+	case cfg.fanoutNodes < 0:
+		return errors.New("-fanout-nodes must be 0 (no fan-out phase) or one of -nodes")
+	case cfg.fanoutNodes > 0 && cfg.fanoutReaders <= 1:
+		return fmt.Errorf("-fanout-readers %d: the fan-out phase compares more than one reader with one (or -fanout-nodes 0)", cfg.fanoutReaders)
+	case cfg.fanoutNodes > 0 && !slices.Contains(cfg.nodes, cfg.fanoutNodes):
+		return fmt.Errorf("-fanout-nodes %d is not in -nodes %v: the fan-out is measured against that N's phase with one reader", cfg.fanoutNodes, cfg.nodes)
+	}
+	return nil
 }
 
 func fail(err error) {
@@ -134,6 +168,7 @@ type summary struct {
 	dev      devResult
 	capacity saturateResult
 	curve    []saturateResult // at each paced rate
+	fanouts  []fanoutCost     // each round's pair of phases
 	headroom float64
 }
 
@@ -189,10 +224,11 @@ func planPhases(cfg config) []phasePlan {
 // sats[j] the sequencer alone at the j-th paced rate (the last:
 // saturated).
 type rounds struct {
-	plans  []phasePlan
-	phases [][]phaseResult
-	devs   []devResult
-	sats   [][]saturateResult
+	plans   []phasePlan
+	phases  [][]phaseResult
+	devs    []devResult
+	sats    [][]saturateResult
+	fanouts []fanoutCost
 }
 
 func (rs *rounds) run(ctx context.Context, cfg config, root string, r int, out io.Writer) error {
@@ -204,7 +240,8 @@ func (rs *rounds) run(ctx context.Context, cfg config, root string, r int, out i
 	fmt.Fprintf(out, "round %d dev: %.0f msg/s, %.0f grants/s, %.1f msg/grant, %.0f B/msg on disk\n", r, d.msgsPerSec, d.grantsPerSec, d.msgsPerGrant, d.walBytesPerMsg)
 	rs.devs = append(rs.devs, d)
 	ccfg := clusterConfig{binary: cfg.binary, root: root, sequencerArgs: cfg.sequencerArgs, ingestArgs: cfg.ingestArgs}
-	pcfg := phaseConfig{cluster: ccfg, load: load, warmup: cfg.warmup, minStreams: cfg.minStreams, probeInterval: cfg.probeInterval, idle: cfg.idle}
+	pcfg := phaseConfig{cluster: ccfg, load: load, warmup: cfg.warmup, minStreams: cfg.minStreams, probeInterval: cfg.probeInterval, idle: cfg.idle, lagWait: cfg.lagWait}
+	var this []phaseResult
 	for i, plan := range rs.plans {
 		pcfg.readers = plan.readers
 		p, err := runPhase(ctx, pcfg, plan.n)
@@ -213,6 +250,11 @@ func (rs *rounds) run(ctx context.Context, cfg config, root string, r int, out i
 		}
 		fmt.Fprintf(out, "round %d N=%d, %d commit-map readers: %s\n", r, plan.n, p.readers, p.line())
 		rs.phases[i] = append(rs.phases[i], p)
+		this = append(this, p)
+	}
+	if f, ok := roundFanout(rs.plans, this); ok {
+		fmt.Fprintf(out, "round %d commit_map_fanout: N=%d with %d readers against %d: %s\n", r, f.n, f.readers, f.baseReaders, f.line())
+		rs.fanouts = append(rs.fanouts, f)
 	}
 	results, err := runSaturate(ctx, ccfg, cfg.saturate, append(slices.Clone(cfg.curve), 0))
 	if err != nil {
@@ -228,7 +270,7 @@ func (rs *rounds) run(ctx context.Context, cfg config, root string, r int, out i
 
 // medians takes each figure's median over the rounds.
 func (rs *rounds) medians() summary {
-	sum := summary{dev: medianDev(rs.devs), capacity: medianSaturate(rs.sats[len(rs.sats)-1])}
+	sum := summary{dev: medianDev(rs.devs), capacity: medianSaturate(rs.sats[len(rs.sats)-1]), fanouts: rs.fanouts}
 	for _, s := range rs.sats[:len(rs.sats)-1] {
 		sum.curve = append(sum.curve, medianSaturate(s))
 	}

@@ -19,13 +19,15 @@ type snapshot struct {
 	etcdProposals   float64 // raft proposals committed: etcd's writes
 	etcdRanges      float64 // ranges (reads) etcd's store served
 	followerBytes   int64
+	followerFrames  int64 // one per commit entry, to the follower the C lag is read from
 	followerRecords int64
+	allFrames       int64 // the frames every follower received, summed
 	commitLogBytes  int64 // the commit-map records, encoded as in the commit log
 	machineBusy     int64
 	machineTotal    int64
 }
 
-func takeSnapshot(c *cluster, f *follower) (snapshot, error) {
+func takeSnapshot(c *cluster, f *follower, others []*follower) (snapshot, error) {
 	s := snapshot{at: time.Now()}
 	var err error
 	if s.sequencerCPU, err = processCPU(c.sequencer.pid()); err != nil {
@@ -45,7 +47,11 @@ func takeSnapshot(c *cluster, f *follower) (snapshot, error) {
 		return s, err
 	}
 	s.etcdProposals, s.etcdRanges = local["etcd_server_proposals_committed_total"], local["etcd_mvcc_range_total"]
-	s.followerBytes, s.followerRecords, s.commitLogBytes = f.counters()
+	s.followerBytes, s.followerFrames, s.followerRecords, s.commitLogBytes = f.counters()
+	s.allFrames = s.followerFrames
+	for _, o := range others {
+		s.allFrames += o.framesSoFar()
+	}
 	s.machineBusy, s.machineTotal, err = machineCPU()
 	return s, err
 }
@@ -66,9 +72,10 @@ type phaseResult struct {
 	etcdReadsPerSec    float64
 	mapBytesPerSec     float64 // commit-map stream to one follower
 	mapRecordsPerSec   float64
-	lagP50, lagP99     time.Duration // a probe's ack to C passing it
+	mapFramesPerSec    float64       // commit-map frames (one per commit entry) to that follower
+	allFramesPerSec    float64       // the same summed over every follower
+	lag                lagStats      // a probe's ack to C passing it
 	ackP50, ackP99     time.Duration // the load's frames, sent to acknowledged
-	lagSamples         int
 	machineBusyPercent float64
 	idleCores          float64 // the sequencer's CPU with the cluster idle
 	readers            int     // commit-map followers
@@ -123,6 +130,9 @@ type phaseConfig struct {
 	// is read from: each stands for a reader (every node runs one).
 	readers int
 	idle    time.Duration // how long the sequencer's idle CPU is measured
+	// lagWait bounds the wait, once the load ends, for C to pass the
+	// last probe acknowledged during it.
+	lagWait time.Duration
 }
 
 // runPhase starts a cluster of n ingest processes, warms it up, and
@@ -147,12 +157,14 @@ func runPhase(ctx context.Context, cfg phaseConfig, n int) (phaseResult, error) 
 		return phaseResult{}, err
 	}
 	defer f.stop()
+	var others []*follower
 	for range cfg.readers {
 		extra, err := follow(c.sequencer.grpcAddr)
 		if err != nil {
 			return phaseResult{}, err
 		}
 		defer extra.stop()
+		others = append(others, extra)
 	}
 	idle, err := idleCores(c.sequencer.pid(), cfg.idle)
 	if err != nil {
@@ -163,14 +175,14 @@ func runPhase(ctx context.Context, cfg phaseConfig, n int) (phaseResult, error) 
 	if _, _, err := runLoads(ctx, clients, warm, cfg.minStreams); err != nil { // ledgers open, reservations made
 		return phaseResult{}, err
 	}
-	r, err := measure(ctx, cfg, n, c, clients, f)
+	r, err := measure(ctx, cfg, n, c, clients, f, others)
 	r.idleCores, r.readers = idle, 1+cfg.readers
 	return r, err
 }
 
 // measure runs the load with the probes beside it and reads every
 // counter before and after.
-func measure(ctx context.Context, cfg phaseConfig, n int, c *cluster, clients []*client.Client, f *follower) (phaseResult, error) {
+func measure(ctx context.Context, cfg phaseConfig, n int, c *cluster, clients []*client.Client, f *follower, others []*follower) (phaseResult, error) {
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	var probes []*probe
 	for i, cl := range clients {
@@ -181,7 +193,7 @@ func measure(ctx context.Context, cfg phaseConfig, n int, c *cluster, clients []
 		}
 		probes = append(probes, p)
 	}
-	before, err := takeSnapshot(c, f)
+	before, err := takeSnapshot(c, f, others)
 	if err != nil {
 		stopProbes()
 		return phaseResult{}, err
@@ -196,11 +208,8 @@ func measure(ctx context.Context, cfg phaseConfig, n int, c *cluster, clients []
 		stopProbes()
 		return phaseResult{}, err
 	}
-	after, err := takeSnapshot(c, f)
+	after, err := takeSnapshot(c, f, others)
 	mid := <-steady
-	// Probes acknowledged near the end need C to pass them: give the map
-	// a moment before the lags are read.
-	time.Sleep(200 * time.Millisecond)
 	stopProbes()
 	for _, p := range probes {
 		<-p.done
@@ -218,9 +227,14 @@ func measure(ctx context.Context, cfg phaseConfig, n int, c *cluster, clients []
 		r.etcdWritesPerSec = (after.etcdProposals - mid.proposals) / secs
 		r.etcdReadsPerSec = (after.etcdRanges - mid.ranges) / secs
 	}
-	lags := commitLags(f, probes, before.at, after.at)
-	r.lagP50, r.lagP99, r.lagSamples = percentile(lags, 0.5), percentile(lags, 0.99), len(lags)
-	return r, nil
+	// Probes acknowledged near the end need C to pass them: wait for the
+	// highest one (C is a prefix: then it passed every one), or the bound.
+	waited := time.Now()
+	if highest, ok := highestAcked(probes, after.at); ok {
+		waited = f.waitPassed(ctx, highest, cfg.lagWait)
+	}
+	r.lag = commitLags(f, probes, before.at, after.at, waited)
+	return r, ctx.Err()
 }
 
 // summarize turns two snapshots into rates and costs.
@@ -237,6 +251,8 @@ func summarize(n int, rate float64, before, after snapshot) phaseResult {
 		etcdReadsPerSec:   (after.etcdRanges - before.etcdRanges) / secs,
 		mapBytesPerSec:    float64(after.followerBytes-before.followerBytes) / secs,
 		mapRecordsPerSec:  float64(after.followerRecords-before.followerRecords) / secs,
+		mapFramesPerSec:   float64(after.followerFrames-before.followerFrames) / secs,
+		allFramesPerSec:   float64(after.allFrames-before.allFrames) / secs,
 	}
 	if grants > 0 {
 		r.msgsPerGrant = logged / grants

@@ -35,6 +35,7 @@ func startProc(binary, logDir, name, grpcAddr, httpAddr string, args ...string) 
 	defer logFile.Close() // the child keeps its own descriptor
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
