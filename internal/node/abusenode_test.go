@@ -96,6 +96,18 @@ func startAbuseNode(t *testing.T, cfg Config, principals ...string) *abuseNode {
 		}
 		n.tokens[p] = resp.Secret
 	}
+	// The node learns tokens and ACLs through its etcd watch: wait until
+	// each principal's last ACL (read, added after produce) applies, or a
+	// test's first frame may be refused.
+	for _, p := range principals {
+		waitFor(t, 10*time.Second, p+"'s ACLs to apply", func() bool {
+			stream, err := orderlogpb.NewReaderClient(n.conn).Query(n.as(p), &orderlogpb.QueryRequest{Topic: "t", Limit: 1})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			return codeOf(err) != apierr.PermissionDenied && codeOf(err) != apierr.Unauthenticated
+		})
+	}
 	return n
 }
 
