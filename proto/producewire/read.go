@@ -46,20 +46,8 @@ func AppendReadResponse(b []byte, r *orderlogpb.ReadResponse) ([]byte, error) {
 func validateReadResponse(r *orderlogpb.ReadResponse) error {
 	checkedTopic := ""
 	for _, s := range r.Messages {
-		m := s.GetMessage()
-		if m == nil {
-			continue
-		}
-		if m.Topic != checkedTopic {
-			if err := validString(m.Topic); err != nil {
-				return err
-			}
-			checkedTopic = m.Topic
-		}
-		for _, h := range m.Headers {
-			if err := validString(h.GetKey()); err != nil {
-				return err
-			}
+		if err := validateMessage(s.GetMessage(), &checkedTopic); err != nil {
+			return err
 		}
 	}
 	for _, s := range r.Skipped {

@@ -157,19 +157,28 @@ func validateRequest(r *orderlogpb.ProduceRequest) error {
 	}
 	checkedTopic := ""
 	for _, m := range r.Messages {
-		if m == nil {
-			continue
+		if err := validateMessage(m, &checkedTopic); err != nil {
+			return err
 		}
-		if m.Topic != checkedTopic {
-			if err := validString(m.Topic); err != nil {
-				return err
-			}
-			checkedTopic = m.Topic
+	}
+	return nil
+}
+
+// validateMessage checks m's strings (nil is valid); a topic equal to
+// *checkedTopic is not checked again, and a checked one is kept there.
+func validateMessage(m *orderlogpb.Message, checkedTopic *string) error {
+	if m == nil {
+		return nil
+	}
+	if m.Topic != *checkedTopic {
+		if err := validString(m.Topic); err != nil {
+			return err
 		}
-		for _, h := range m.Headers {
-			if err := validString(h.GetKey()); err != nil {
-				return err
-			}
+		*checkedTopic = m.Topic
+	}
+	for _, h := range m.Headers {
+		if err := validString(h.GetKey()); err != nil {
+			return err
 		}
 	}
 	return nil
