@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"orderlog/client"
+	"orderlog/internal/proccpu"
 )
 
 // snapshot is every counter a phase reads, at one moment.
@@ -30,7 +31,7 @@ type snapshot struct {
 func takeSnapshot(c *cluster, f *follower, others []*follower) (snapshot, error) {
 	s := snapshot{at: time.Now()}
 	var err error
-	if s.sequencerCPU, err = processCPU(c.sequencer.pid()); err != nil {
+	if s.sequencerCPU, err = proccpu.Process(c.sequencer.pid()); err != nil {
 		return s, err
 	}
 	for _, p := range c.ingests {
@@ -283,11 +284,11 @@ func sampleEtcd() etcdSample {
 
 // idleCores is the CPU a process uses per second over d.
 func idleCores(pid int, d time.Duration) (float64, error) {
-	before, err := processCPU(pid)
+	before, err := proccpu.Process(pid)
 	if err != nil {
 		return 0, err
 	}
 	time.Sleep(d)
-	after, err := processCPU(pid)
+	after, err := proccpu.Process(pid)
 	return (after - before).Seconds() / d.Seconds(), err
 }

@@ -15,6 +15,7 @@ import (
 
 	"orderlog/ingest/ledger"
 	"orderlog/internal/keys"
+	"orderlog/internal/proccpu"
 	pb "orderlog/proto/sequencerpb"
 	"orderlog/sequencer"
 )
@@ -97,7 +98,7 @@ func (g grantLoad) measure(ctx context.Context) (saturateResult, error) {
 			return saturateResult{}, err
 		}
 	}
-	beforeCPU, err := processCPU(g.c.sequencer.pid())
+	beforeCPU, err := proccpu.Process(g.c.sequencer.pid())
 	if err != nil {
 		return saturateResult{}, err
 	}
@@ -123,7 +124,7 @@ func (g grantLoad) measure(ctx context.Context) (saturateResult, error) {
 	}
 	wg.Wait()
 	secs := time.Since(t0).Seconds()
-	afterCPU, err := processCPU(g.c.sequencer.pid())
+	afterCPU, err := proccpu.Process(g.c.sequencer.pid())
 	if err != nil {
 		return saturateResult{}, err
 	}

@@ -74,30 +74,6 @@ func gatherLocal() (map[string]float64, error) {
 	return sums, nil
 }
 
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times: 100 on
-// every Linux architecture Go supports (the kernel converts to it).
-const clockTicks = 100
-
-// processCPU is the user + system CPU time pid has used so far.
-func processCPU(pid int) (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: count from after it.
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(fields))
-	}
-	utime, err1 := strconv.ParseInt(fields[11], 10, 64) // field 14
-	stime, err2 := strconv.ParseInt(fields[12], 10, 64) // field 15
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, fields[11], fields[12])
-	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
-}
-
 // machineCPU reads the first line of /proc/stat: the time all cores
 // were busy and the total, in ticks.
 func machineCPU() (busy, total int64, err error) {

@@ -60,6 +60,7 @@ import (
 
 	"orderlog/bench/internal/benchutil"
 	"orderlog/client"
+	"orderlog/internal/proccpu"
 	"orderlog/proto/orderlogpb"
 )
 
@@ -317,7 +318,7 @@ func (r *results) encodeRounds(ctx context.Context, d *dev, end uint64, cfg conf
 // The conflict gauge is read from /metrics every 5 s.
 func (r *results) watchTiering(d *dev) {
 	start := time.Now()
-	cpuStart, cpuErr := processCPU(d.cmd.Process.Pid)
+	cpuStart, cpuErr := proccpu.Process(d.cmd.Process.Pid)
 	var lastT float64
 	var firstMove, lastMove time.Time
 	var firstMoveT float64
@@ -336,7 +337,7 @@ func (r *results) watchTiering(d *dev) {
 		if uint64(t) >= r.committed {
 			r.files, r.archiveBytes = float64(h.Files), float64(h.Bytes)
 			r.tieringCPUPerRow = 0
-			if cpuEnd, err := processCPU(d.cmd.Process.Pid); err == nil && cpuErr == nil {
+			if cpuEnd, err := proccpu.Process(d.cmd.Process.Pid); err == nil && cpuErr == nil {
 				r.tieringCPUPerRow = (cpuEnd - cpuStart).Seconds() * 1e6 / float64(r.committed)
 			}
 			break

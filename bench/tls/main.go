@@ -29,13 +29,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"orderlog/bench/internal/benchutil"
 	"orderlog/client"
+	"orderlog/internal/proccpu"
 	"orderlog/internal/tlsconfig"
 )
 
@@ -175,19 +175,9 @@ func (c cpuTime) total() float64          { return c.server + c.client }
 // cpu reads the server's user and system time from /proc (clock ticks of
 // 10 ms) and this process's from getrusage.
 func (s *server) cpu() cpuTime {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	server, err := proccpu.Process(s.cmd.Process.Pid)
 	check(err)
-	// Fields after the command name (which may hold spaces): state is
-	// the 3rd field of the line, utime the 14th, stime the 15th.
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, err := strconv.ParseFloat(fields[11], 64)
-	check(err)
-	stime, err := strconv.ParseFloat(fields[12], 64)
-	check(err)
-	var self syscall.Rusage
-	check(syscall.Getrusage(syscall.RUSAGE_SELF, &self))
-	us := func(t syscall.Timeval) float64 { return float64(t.Sec)*1e6 + float64(t.Usec) }
-	return cpuTime{server: (utime + stime) * 1e4, client: us(self.Utime) + us(self.Stime)}
+	return cpuTime{server: float64(server.Microseconds()), client: float64(proccpu.Self().Microseconds())}
 }
 
 func (s *server) stop() {

@@ -14,10 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"orderlog/internal/proccpu"
 	"orderlog/proto/orderlogpb"
 )
 
@@ -276,7 +276,7 @@ func BenchmarkEncryptedVsClear(b *testing.B) {
 	first, end := msgs[0].Offset, msgs[n-1].Offset+1
 	keys := testKeys(b, 1)
 	write := func(o WriterOptions) (time.Duration, time.Duration, int64) {
-		start, startCPU := time.Now(), processCPU(b)
+		start, startCPU := time.Now(), proccpu.Self()
 		var out countWriter
 		w, err := NewWriter(&out, first, o)
 		if err != nil {
@@ -290,7 +290,7 @@ func BenchmarkEncryptedVsClear(b *testing.B) {
 		if _, err := w.Close(end); err != nil {
 			b.Fatal(err)
 		}
-		return time.Since(start), processCPU(b) - startCPU, out.n
+		return time.Since(start), proccpu.Self() - startCPU, out.n
 	}
 	var clearTime, encTime, clearCPU, encCPU time.Duration
 	var clearBytes, encBytes int64
@@ -349,15 +349,6 @@ func BenchmarkEncryptedRead(b *testing.B) {
 			}
 		})
 	}
-}
-
-// processCPU is the CPU time the process has used, user and system.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // FuzzOpenEncrypted feeds damaged encrypted files (ending in PARE) to Open
