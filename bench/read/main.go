@@ -42,10 +42,10 @@ func main() {
 	dir, err := os.MkdirTemp("", "orderlog-read-bench")
 	check(err)
 	defer os.RemoveAll(dir)
-	addr, stop := startDev(*binary, filepath.Join(dir, "dev"), strings.Fields(*serverArgs))
+	addr, pid, stop := startDev(*binary, filepath.Join(dir, "dev"), strings.Fields(*serverArgs))
 	defer stop()
 
-	bench := exec.Command(*binary, "bench", "--read", "--addr", addr, "--duration", duration.String(),
+	bench := exec.Command(*binary, "bench", "--read", "--addr", addr, "--server-pid", fmt.Sprint(pid), "--duration", duration.String(),
 		"--rounds", fmt.Sprint(*rounds), "--read-limit", fmt.Sprint(*readLimit),
 		"--streams", fmt.Sprint(*streams), "--size", fmt.Sprint(*size))
 	bench.Stdout, bench.Stderr = os.Stdout, os.Stderr
@@ -57,7 +57,7 @@ func main() {
 
 // startDev starts `orderlog dev` on dataDir and waits until it is ready;
 // stop ends it.
-func startDev(binary, dataDir string, extra []string) (addr string, stop func()) {
+func startDev(binary, dataDir string, extra []string) (addr string, pid int, stop func()) {
 	args := append([]string{"dev", "--data", dataDir, "--grpc-addr", "127.0.0.1:0",
 		"--http-addr", "127.0.0.1:0", "--etcd-addr", "127.0.0.1:0", "--archive", "none"}, extra...)
 	server := exec.Command(binary, args...)
@@ -74,7 +74,7 @@ func startDev(binary, dataDir string, extra []string) (addr string, stop func())
 		stop()
 		check(err)
 	}
-	return addr, stop
+	return addr, server.Process.Pid, stop
 }
 
 // cliRead times `orderlog read --limit 0` to /dev/null over the whole log,

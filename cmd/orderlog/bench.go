@@ -28,6 +28,7 @@ func runBench(args []string) error {
 	read := fs.Bool("read", false, "measure the read side (range reads and tail latency) against the produce rate, in rounds of --duration")
 	rounds := fs.Int("rounds", 3, "with --read: rounds of each measurement (medians are printed)")
 	readLimit := fs.Uint("read-limit", 0, "with --read: most messages a range read takes from offset 0 (0 = up to the committed watermark)")
+	serverPID := fs.Int("server-pid", 0, "with --read: the server's process id on this machine (Linux), to add its CPU to the CPU per message produced and read (0 = this process's CPU only)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func runBench(args []string) error {
 		defer stop()
 	}
 	if *read {
-		readCfg := readBenchConfig{load: cfg, rounds: *rounds, readLimit: uint32(*readLimit)}
+		readCfg := readBenchConfig{load: cfg, rounds: *rounds, readLimit: uint32(*readLimit), serverPID: *serverPID}
 		return cf.withClient(func(ctx context.Context, _ *client.Client) error {
 			return runReadBench(ctx, cf.dial, readCfg)
 		})

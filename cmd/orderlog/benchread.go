@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"orderlog/client"
+	"orderlog/internal/proccpu"
 	"orderlog/proto/orderlogpb"
 	"orderlog/reader"
 )
@@ -34,13 +35,42 @@ type readBenchConfig struct {
 	load      client.LoadConfig // the producers: streams, size, frame, in flight, duration
 	rounds    int               // of range reads and of tail latency each
 	readLimit uint32            // most messages a range read takes (0: up to C)
+	serverPID int               // the server's process, for its CPU (0: not counted)
 }
 
 // rangeRound is one round of the range-read measurement.
 type rangeRound struct {
-	produce  client.LoadResult
-	read     readResult
-	readRate float64 // msg/s
+	produce    client.LoadResult
+	read       readResult
+	readRate   float64 // msg/s
+	produceCPU cpuUse  // while producing at the peak
+	readCPU    cpuUse  // while reading
+}
+
+// cpuUse is the CPU the server and this process (the load generator or
+// the reader) used over a phase. On a shared machine a message's CPU
+// moves far less than the rate a phase gets.
+type cpuUse struct{ server, self time.Duration }
+
+// cpuMeter reads the CPU used so far; server stays 0 without a pid (or
+// off Linux).
+type cpuMeter struct{ serverPID int }
+
+func (m cpuMeter) now() cpuUse {
+	u := cpuUse{self: proccpu.Self()}
+	if m.serverPID > 0 {
+		u.server, _ = proccpu.Process(m.serverPID)
+	}
+	return u
+}
+
+func (u cpuUse) since(start cpuUse) cpuUse {
+	return cpuUse{u.server - start.server, u.self - start.self}
+}
+
+// perMessage is µs of CPU, server and this process together, per message.
+func (u cpuUse) perMessage(messages int) float64 {
+	return float64((u.server + u.self).Microseconds()) / float64(max(messages, 1))
 }
 
 // readResult is one range read.
@@ -108,19 +138,24 @@ func runReadBench(ctx context.Context, dial func() (*client.Client, error), cfg 
 // rangeRounds alternates a peak produce and a range read from offset 0.
 func rangeRounds(ctx context.Context, producers, consumer *client.Client, cfg readBenchConfig) ([]rangeRound, error) {
 	var rounds []rangeRound
+	meter := cpuMeter{serverPID: cfg.serverPID}
 	for r := range cfg.rounds {
+		start := meter.now()
 		produce, err := client.RunLoad(ctx, producers, cfg.load)
 		if err != nil {
 			return nil, err
 		}
+		produced := meter.now()
 		read, err := rangeRead(ctx, consumer, cfg.readLimit)
 		if err != nil {
 			return nil, err
 		}
-		round := rangeRound{produce: produce, read: read, readRate: read.rate()}
-		fmt.Printf("round %d: produce %.0f msg/s (ack p99 %.2f ms); read %d messages from offset 0 in %s: %.0f msg/s, %.1f MB/s; ratio %.2f\n",
-			r, produce.MessagesPerSecond(), ms(produce.Percentile(0.99)), read.messages, read.elapsed.Round(time.Millisecond),
-			round.readRate, float64(read.bytes)/read.elapsed.Seconds()/1e6, round.readRate/produce.MessagesPerSecond())
+		round := rangeRound{produce: produce, read: read, readRate: read.rate(),
+			produceCPU: produced.since(start), readCPU: meter.now().since(produced)}
+		fmt.Printf("round %d: produce %.0f msg/s (ack p99 %.2f ms, %.2f µs CPU/msg); read %d messages from offset 0 in %s: %.0f msg/s, %.1f MB/s (%.2f µs CPU/msg); ratio %.2f\n",
+			r, produce.MessagesPerSecond(), ms(produce.Percentile(0.99)), round.produceCPU.perMessage(produce.Messages),
+			read.messages, read.elapsed.Round(time.Millisecond), round.readRate, float64(read.bytes)/read.elapsed.Seconds()/1e6,
+			round.readCPU.perMessage(read.messages), round.readRate/produce.MessagesPerSecond())
 		rounds = append(rounds, round)
 	}
 	return rounds, nil
@@ -495,6 +530,18 @@ func printReadBench(ranges []rangeRound, tails []tailRound, peak float64, groupK
 	fmt.Printf("read_msgs_per_s=%.0f (median of %d rounds: Read from offset 0 through the Go client)\n", read, n)
 	fmt.Printf("read_mb_per_s=%.1f\n", mb)
 	fmt.Printf("read_vs_produce_ratio=%.2f (median of %d rounds' read over produce; goal >= 3)\n", ratio, n)
+	who := "this process only: no --server-pid"
+	if ranges[0].produceCPU.server > 0 {
+		who = "server and this process"
+	}
+	fmt.Printf("produce_cpu_us_per_msg=%.2f (median of %d rounds, %s)\n",
+		median(collect(ranges, func(r rangeRound) float64 { return r.produceCPU.perMessage(r.produce.Messages) })), n, who)
+	fmt.Printf("read_cpu_us_per_msg=%.2f (median of %d rounds, %s)\n",
+		median(collect(ranges, func(r rangeRound) float64 { return r.readCPU.perMessage(r.read.messages) })), n, who)
+	fmt.Printf("read_vs_produce_cpu_ratio=%.2f (median of %d rounds' CPU per message produced over read: messages read for the CPU of one written)\n",
+		median(collect(ranges, func(r rangeRound) float64 {
+			return r.produceCPU.perMessage(r.produce.Messages) / r.readCPU.perMessage(r.read.messages)
+		})), n)
 	t := len(tails)
 	asked := 0.0
 	if t > 0 {
