@@ -87,3 +87,47 @@ func TestArchiveSSEFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestArchiveFlagsRefused: a flag that means nothing in its combination is
+// refused, not silently ignored: the S3 encryption flags and
+// --archive-plaintext without an archive, --archive-plaintext without
+// --encryption-key-file.
+func TestArchiveFlagsRefused(t *testing.T) {
+	cases := map[string]struct {
+		flags   archiveFlags
+		keyFile string
+		want    string // in the error; "" accepted
+	}{
+		"sse_without_archive":       {flags: archiveFlags{sse: "AES256"}, want: "--s3-sse AES256 needs"},
+		"sse_with_archive_none":     {flags: archiveFlags{url: noArchive, sse: "aws:kms"}, want: "--s3-sse aws:kms needs"},
+		"kms_key_without_archive":   {flags: archiveFlags{sse: "none", sseKMSKey: "arn:k"}, want: "--s3-sse-kms-key-id needs"},
+		"plaintext_without_archive": {flags: archiveFlags{sse: "none", plaintext: true}, keyFile: "k", want: "--archive-plaintext needs an --archive"},
+		"plaintext_without_key":     {flags: archiveFlags{url: "file:///tmp/a", sse: "none", plaintext: true}, want: "needs --encryption-key-file"},
+		"plaintext_with_key":        {flags: archiveFlags{url: "file:///tmp/a", sse: "none", plaintext: true}, keyFile: "k"},
+		"no_archive_defaults":       {flags: archiveFlags{sse: "none"}},
+	}
+	for name, c := range cases {
+		c.flags.fileBytes, c.flags.fileAge, c.flags.hotWindow = 1, 1, 1
+		cfg := node.Config{EncryptionKeyFile: c.keyFile}
+		err := c.flags.apply(&cfg)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: error %v, want one with %q", name, err, c.want)
+		}
+	}
+}
+
+// TestArchiveKeyNegativeID: `archive key --id -2` is refused, not taken
+// for the default (the current key).
+func TestArchiveKeyNegativeID(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keyFile, []byte("3 "+strings.Repeat("3c", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := runArchiveKey([]string{"--encryption-key-file", keyFile, "--id", "-2"})
+	if err == nil || !strings.Contains(err.Error(), "--id -2 is not a key id") {
+		t.Errorf("archive key --id -2: %v", err)
+	}
+}

@@ -55,10 +55,16 @@ func (f *archiveFlags) register(fs *flag.FlagSet, inDev bool) {
 		"write archive files in clear even with --encryption-key-file (for engines that cannot decrypt Parquet, e.g. Athena); encrypted files are still read")
 }
 
-// apply maps the flags onto cfg.
+// apply maps the flags onto cfg; cfg.EncryptionKeyFile must be set
+// before (--archive-plaintext is refused without it). A flag that has no
+// effect without an archive is refused, not ignored: an operator who asked
+// for SSE must not get an unencrypted bucket write without knowing.
 func (f *archiveFlags) apply(cfg *node.Config) error {
 	if f.url == "" || f.url == noArchive {
-		return nil
+		return f.refuseWithoutArchive()
+	}
+	if f.plaintext && cfg.EncryptionKeyFile == "" {
+		return fmt.Errorf("--archive-plaintext needs --encryption-key-file (without it archive files are in clear anyway)")
 	}
 	if f.fileBytes <= 0 || f.fileAge <= 0 || f.hotWindow <= 0 {
 		return fmt.Errorf("--archive-file-bytes, --archive-file-age and --archive-hot-window must be positive")
@@ -68,6 +74,20 @@ func (f *archiveFlags) apply(cfg *node.Config) error {
 	cfg.Archive.S3.Endpoint, cfg.Archive.S3.Region = f.endpoint, f.region
 	cfg.Archive.Plaintext = f.plaintext
 	return f.applySSE(cfg)
+}
+
+// refuseWithoutArchive refuses the archive flags that mean nothing
+// without an archive.
+func (f *archiveFlags) refuseWithoutArchive() error {
+	switch {
+	case f.sse != "" && f.sse != "none":
+		return fmt.Errorf("--s3-sse %s needs an s3:// --archive", f.sse)
+	case f.sseKMSKey != "":
+		return fmt.Errorf("--s3-sse-kms-key-id needs an s3:// --archive with --s3-sse %s", objstore.SSEKMS)
+	case f.plaintext:
+		return fmt.Errorf("--archive-plaintext needs an --archive")
+	}
+	return nil
 }
 
 // applySSE maps --s3-sse and --s3-sse-kms-key-id onto cfg's S3 options.

@@ -18,14 +18,14 @@ func runArchiveKey(args []string) error {
 		"the last line's, the one new files are encrypted under), base64: give it to\n"+
 		"DuckDB with PRAGMA add_parquet_key. Whoever holds it reads the archive.")
 	keyFile := fs.String("encryption-key-file", "", "the nodes' encryption key file (required)")
-	id := fs.Int64("id", -1, "the key id (default: the current key)")
+	id := fs.Int64("id", -1, "the key id (default, -1: the current key)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *keyFile == "" {
 		return fmt.Errorf("--encryption-key-file is required")
 	}
-	if *id > math.MaxUint32 {
+	if *id < -1 || *id > math.MaxUint32 {
 		return fmt.Errorf("--id %d is not a key id (u32)", *id)
 	}
 	keys, err := tiering.LoadArchiveKeys(*keyFile)
