@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 
+	"orderlog/internal/apierr"
 	"orderlog/internal/auth"
 )
 
@@ -22,7 +23,8 @@ type ProducerSessionLimit interface {
 // producers this node owns or is taking over that are bound to it — and
 // the InitProducers of new ones still in flight, so that concurrent calls
 // cannot all pass. Those are counted on the loop goroutine; release ends
-// the reservation once the session is in the machine or has failed.
+// the reservation once the session is in the machine or has failed. A
+// stopping node refuses (UNAVAILABLE) before anything is written.
 func (n *Node) admitProducer(principal, name string) (release func(), err error) {
 	limit, ok := n.cfg.Authorize.(ProducerSessionLimit)
 	if principal == "" || !ok {
@@ -44,7 +46,7 @@ func (n *Node) admitProducer(principal, name string) (release func(), err error)
 		reserved = true
 		answer <- nil
 	}) {
-		return func() {}, nil // stopping: InitProducer answers UNAVAILABLE
+		return nil, errStopping()
 	}
 	select {
 	case err := <-answer:
@@ -52,7 +54,7 @@ func (n *Node) admitProducer(principal, name string) (release func(), err error)
 			return nil, err
 		}
 	case <-n.done: // stopped before it ran
-		return func() {}, nil
+		return nil, errStopping()
 	}
 	if !reserved {
 		return func() {}, nil
@@ -65,6 +67,10 @@ func (n *Node) admitProducer(principal, name string) (release func(), err error)
 		})
 	}, nil
 }
+
+// errStopping refuses an InitProducer whose limit check could not run
+// because the node is stopping: nothing is registered in etcd.
+func errStopping() error { return apierr.New(apierr.Unavailable, "ingest node is shutting down") }
 
 // sessionsOf counts the producers this node owns or takes over that are
 // bound to principal, and says whether name is one of them: a walk of the
