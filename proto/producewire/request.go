@@ -44,7 +44,7 @@ func DecodeProduceRequest(b []byte) (*orderlogpb.ProduceRequest, error) {
 			if req.GroupCommit == nil {
 				req.GroupCommit = &orderlogpb.GroupCommit{}
 			}
-			return true, proto.UnmarshalOptions{Merge: true}.Unmarshal(v, req.GroupCommit)
+			return true, proto.UnmarshalOptions{Merge: true, DiscardUnknown: true}.Unmarshal(v, req.GroupCommit)
 		default:
 			return false, nil
 		}
