@@ -92,7 +92,13 @@ func TestAPrincipalOverItsQuotaLeavesOthersP99(t *testing.T) {
 	if os.Getenv(abuseNoQuotaV) != "" {
 		return
 	}
-	if logged := load.loggedBytes.Load() / abuseFrame; load.refused.Load() < 4*logged {
+	// Each of the abuser's streams is held back a second per refusal, so
+	// in steady state it has abuseStreams refusals a second against the
+	// quota's ~1.5 frames logged; a phase that starts with a full bucket
+	// logs more and refuses less. Only "more refused than logged" holds
+	// with a margin on a loaded machine; the bytes bound below is the
+	// quota's guarantee.
+	if logged := load.loggedBytes.Load() / abuseFrame; load.refused.Load() < logged {
 		t.Errorf("the abuser had %d frames refused and %d logged", load.refused.Load(), logged)
 	}
 	// a full bucket is a second's worth, and the frame that empties it
@@ -153,8 +159,9 @@ type abuseLoad struct {
 // start runs the load until the returned function is called.
 func (l *abuseLoad) start(t *testing.T, n *abuseNode) (stop func()) {
 	ctx, cancel := context.WithCancel(n.as("abuser"))
-	begin, answeredBefore := time.Now(), l.answered.Load()
+	begin := time.Now()
 	var wg sync.WaitGroup
+	var streamsAnswered atomic.Int64 // the streams of this start with an answer
 	frame := &orderlogpb.ProduceRequest{Messages: []*orderlogpb.Message{{Topic: "abuse", Value: make([]byte, abuseFrame)}}}
 	for range abuseStreams {
 		stream, err := orderlogpb.NewProducerClient(l.conn).Produce(ctx)
@@ -163,13 +170,16 @@ func (l *abuseLoad) start(t *testing.T, n *abuseNode) (stop func()) {
 		}
 		window := make(chan struct{}, abuseWindow)
 		wg.Go(func() { // answers
-			for {
+			for first := true; ; first = false {
 				resp, err := stream.Recv()
 				if err != nil {
 					return
 				}
 				<-window
 				l.answered.Add(1)
+				if first {
+					streamsAnswered.Add(1)
+				}
 				switch resp.ErrorCode {
 				case string(apierr.QuotaExceeded):
 					l.refused.Add(1)
@@ -195,7 +205,7 @@ func (l *abuseLoad) start(t *testing.T, n *abuseNode) (stop func()) {
 		})
 	}
 	waitFor(t, 10*time.Second, "an answer on each of the abuser's streams", func() bool {
-		return l.answered.Load() >= answeredBefore+abuseStreams
+		return streamsAnswered.Load() == abuseStreams
 	})
 	return func() {
 		cancel()
