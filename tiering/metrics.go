@@ -9,6 +9,7 @@ type Metrics struct {
 	files     prometheus.Counter
 	bytes     prometheus.Counter
 	conflicts prometheus.Gauge
+	inClear   prometheus.Counter
 }
 
 // NewMetrics returns the metrics, registered with reg if it is not nil.
@@ -22,6 +23,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Bytes of the archive files this node's tiering worker published."}),
 		conflicts: prometheus.NewGauge(prometheus.GaugeOpts{Name: "orderlog_tiering_conflict",
 			Help: "1 while the tiering worker is halted: an object under a planned key holds other content (alert on it)."}),
+		inClear: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_tiering_adopted_in_clear_total",
+			Help: "Archive objects in clear that this node's tiering worker, encrypting, found under a planned key and adopted."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Collectors()...)
@@ -31,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Collectors are the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.archived, m.files, m.bytes, m.conflicts}
+	return []prometheus.Collector{m.archived, m.files, m.bytes, m.conflicts, m.inClear}
 }
 
 func (m *Metrics) observeHead(h Head) {
@@ -50,5 +53,11 @@ func (m *Metrics) observePublished(e ManifestEntry) {
 func (m *Metrics) observeConflict() {
 	if m != nil {
 		m.conflicts.Set(1)
+	}
+}
+
+func (m *Metrics) observeAdoptedInClear() {
+	if m != nil {
+		m.inClear.Inc()
 	}
 }

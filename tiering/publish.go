@@ -35,30 +35,39 @@ func newBuilt(b *build, p Plan, meta parquetfile.Meta, size int64) built {
 		Rows: meta.Rows, Bytes: size, Holes: holes, Digest: meta.Digest, FirstIngestMicros: b.minMicro, LastIngestMicros: b.maxMicro}}
 }
 
+// uploaded is what upload put, or found and adopted, under a planned key.
+type uploaded struct {
+	size int64
+	// adoptedInClear: an object in clear was already there and adopted
+	// (an attempt from before encryption was turned on, or a worker
+	// without the key file, or with --archive-plaintext).
+	adoptedInClear bool
+}
+
 // upload puts the file under its planned key and returns the object's
 // size. An object already there (this plan's earlier attempt, or a deposed
 // worker's) is adopted when its footer says it holds the same rows;
 // otherwise ErrConflict. An encrypted object needs its key in keys (else
 // ErrConflict naming the key id: nothing is overwritten).
-func upload(ctx context.Context, store objstore.Store, keys *parquetfile.Keys, b *build, f built) (int64, error) {
+func upload(ctx context.Context, store objstore.Store, keys *parquetfile.Keys, b *build, f built) (uploaded, error) {
 	err := store.PutIfAbsent(ctx, f.entry.Object, b.file, f.size)
 	if !errors.Is(err, objstore.ErrExists) {
-		return f.size, err
+		return uploaded{size: f.size}, err
 	}
 	size, err := store.Size(ctx, f.entry.Object)
 	if err != nil {
-		return 0, err
+		return uploaded{}, err
 	}
 	there, err := parquetfile.Open(&objectReaderAt{ctx: ctx, store: store, key: f.entry.Object}, size, parquetfile.WithKeys(keys))
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s: %v", ErrConflict, f.entry.Object, err)
+		return uploaded{}, fmt.Errorf("%w: %s: %v", ErrConflict, f.entry.Object, err)
 	}
 	if m := there.Meta(); m.First != f.meta.First || m.End != f.meta.End || m.Rows != f.meta.Rows || m.Digest != f.meta.Digest ||
 		!slices.Equal(m.Holes, f.meta.Holes) {
-		return 0, fmt.Errorf("%w: %s holds [%d, %d) with %d rows and digest %s; the log's are [%d, %d), %d rows, %s",
+		return uploaded{}, fmt.Errorf("%w: %s holds [%d, %d) with %d rows and digest %s; the log's are [%d, %d), %d rows, %s",
 			ErrConflict, f.entry.Object, m.First, m.End, m.Rows, m.Digest, f.meta.First, f.meta.End, f.meta.Rows, f.meta.Digest)
 	}
-	return size, nil
+	return uploaded{size: size, adoptedInClear: !there.Encrypted()}, nil
 }
 
 // putManifest puts the file's manifest segment; one already there must

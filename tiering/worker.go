@@ -280,12 +280,20 @@ func (w *Worker) finishAndPublish(ctx context.Context, l *leader, head Head, pla
 func (w *Worker) publishBuilt(ctx context.Context, l *leader, head Head, r ready) error {
 	l.ready = &r
 	f := r.file
-	var err error
-	if f.entry.Bytes, err = upload(ctx, w.cfg.Store, w.cfg.Keys, r.build, f); err != nil {
+	up, err := upload(ctx, w.cfg.Store, w.cfg.Keys, r.build, f)
+	if err != nil {
 		if errors.Is(err, ErrConflict) {
 			l.discard() // the worker halts; nothing will publish this file
 		}
 		return fmt.Errorf("upload %s: %w", r.plan.Object, err)
+	}
+	f.entry.Bytes = up.size
+	if _, encrypting := w.cfg.Writer.Keys.Current(); encrypting && up.adoptedInClear {
+		// The rows are the log's, so the object is kept (nothing is
+		// overwritten), but the archive holds them in clear.
+		w.cfg.Logger.Warn("tiering: adopted an archive object in clear although files are encrypted",
+			"object", r.plan.Object, "first", f.meta.First, "end", f.meta.End)
+		w.cfg.Metrics.observeAdoptedInClear()
 	}
 	crashPoint(afterUpload)
 	entry, err := putManifest(ctx, w.cfg.Store, r.plan.Manifest, f.entry)

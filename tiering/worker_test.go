@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -342,4 +343,67 @@ func TestWorkerHaltsOnAConflictingObject(t *testing.T) {
 	if len(entries) != 0 {
 		t.Fatalf("the worker left %d local files", len(entries))
 	}
+}
+
+// TestAnEncryptingWorkerCountsAnObjectAdoptedInClear: a worker that
+// encrypts and finds, after a 412, an object in clear holding the same
+// rows (its predecessor wrote it before encryption was turned on) adopts
+// it, as it must (nothing is overwritten), but warns and counts it in
+// orderlog_tiering_adopted_in_clear_total; an encrypted object found so
+// is not counted.
+func TestAnEncryptingWorkerCountsAnObjectAdoptedInClear(t *testing.T) {
+	keys, err := ArchiveKeys([]byte("7 " + strings.Repeat("77", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]float64{"clear": 1, "encrypted": 0} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorkerWorld(t)
+			if name == "encrypted" {
+				w.keys = keys
+			}
+			w.log.grow(300, w.now)
+			ctx, stop := context.WithCancel(context.Background())
+			first, l1 := w.worker(t, "first", &crashingStore{Store: w.store, after: ".parquet", stop: stop})
+			for ctx.Err() == nil {
+				if err := first.Pass(ctx, l1); err != nil && ctx.Err() == nil {
+					t.Fatal(err)
+				}
+			}
+			w.keys = keys
+			second, l2 := w.worker(t, "second", w.store)
+			reg := prometheus.NewRegistry()
+			second.cfg.Metrics = NewMetrics(reg)
+			w.now = w.now.Add(time.Minute)
+			for range 20 {
+				if err := second.Pass(context.Background(), l2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if h := w.head(t); h.T != 300 {
+				t.Fatalf("T %d, want 300", h.T)
+			}
+			if got := gathered(t, reg, "orderlog_tiering_adopted_in_clear_total"); got != want {
+				t.Fatalf("orderlog_tiering_adopted_in_clear_total = %v, want %v", got, want)
+			}
+			w.checkArchive(t)
+		})
+	}
+}
+
+// gathered is the value of the counter or gauge name in reg.
+func gathered(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			m := f.GetMetric()[0]
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

@@ -304,6 +304,9 @@ func rowGroupOf(rg *metadata.RowGroupMetaData) (RowGroup, error) {
 // Meta returns what the footer records.
 func (f *File) Meta() Meta { return f.meta }
 
+// Encrypted reports whether the file is encrypted (else it is in clear).
+func (f *File) Encrypted() bool { return f.enc != nil }
+
 // RowGroups describes the row groups, in offset order.
 func (f *File) RowGroups() []RowGroup { return append([]RowGroup(nil), f.groups...) }
 
