@@ -52,10 +52,15 @@ const (
 	StaleGeneration        Code = "STALE_GENERATION" // a group commit from a generation the group has left behind
 	NotAssigned            Code = "NOT_ASSIGNED"     // a group commit for a partition not assigned to the member
 	UnknownGroup           Code = "UNKNOWN_GROUP"
-	QuotaExceeded          Code = "QUOTA_EXCEEDED"    // the principal is over its bytes/s quota; retry after retry_after_ms
-	LimitExceeded          Code = "LIMIT_EXCEEDED"    // the principal or address holds as many streams, connections or producer sessions as it may; retry once one ends
-	Unauthenticated        Code = "UNAUTHENTICATED"   // no credentials, or bad ones (nothing says which)
-	PermissionDenied       Code = "PERMISSION_DENIED" // the principal lacks the ACL for the call; nothing was logged or served
+	InvalidSchema          Code = "INVALID_SCHEMA"         // schema text that does not parse in its format
+	IncompatibleSchema     Code = "INCOMPATIBLE_SCHEMA"    // a schema version the subject's compatibility level refuses
+	UnknownSubject         Code = "UNKNOWN_SUBJECT"        // no schema subject of that name
+	UnknownSchemaVersion   Code = "UNKNOWN_SCHEMA_VERSION" // the subject has no such version
+	UnknownSchema          Code = "UNKNOWN_SCHEMA"         // no schema with that id, or not under that subject
+	QuotaExceeded          Code = "QUOTA_EXCEEDED"         // the principal is over its bytes/s quota; retry after retry_after_ms
+	LimitExceeded          Code = "LIMIT_EXCEEDED"         // the principal or address holds as many streams, connections or producer sessions as it may; retry once one ends
+	Unauthenticated        Code = "UNAUTHENTICATED"        // no credentials, or bad ones (nothing says which)
+	PermissionDenied       Code = "PERMISSION_DENIED"      // the principal lacks the ACL for the call; nothing was logged or served
 	Internal               Code = "INTERNAL"
 )
 
@@ -86,6 +91,11 @@ var catalogue = map[Code]mapping{
 	StaleGeneration:        {ClassClient, codes.FailedPrecondition, http.StatusConflict},
 	NotAssigned:            {ClassClient, codes.FailedPrecondition, http.StatusConflict},
 	UnknownGroup:           {ClassClient, codes.NotFound, http.StatusNotFound},
+	InvalidSchema:          {ClassClient, codes.InvalidArgument, http.StatusUnprocessableEntity},
+	IncompatibleSchema:     {ClassClient, codes.FailedPrecondition, http.StatusConflict},
+	UnknownSubject:         {ClassClient, codes.NotFound, http.StatusNotFound},
+	UnknownSchemaVersion:   {ClassClient, codes.NotFound, http.StatusNotFound},
+	UnknownSchema:          {ClassClient, codes.NotFound, http.StatusNotFound},
 	QuotaExceeded:          {ClassRetry, codes.ResourceExhausted, http.StatusTooManyRequests},
 	LimitExceeded:          {ClassRetry, codes.ResourceExhausted, http.StatusTooManyRequests},
 	Unauthenticated:        {ClassClient, codes.Unauthenticated, http.StatusUnauthorized},

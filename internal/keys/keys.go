@@ -70,6 +70,14 @@ const (
 	// TieringPlan holds the file the elected tiering worker is publishing,
 	// recorded before its upload (tiering).
 	TieringPlan = Prefix + "tiering/plan"
+	// SchemasPrefix is the prefix of the schema registry's keys (schema):
+	// SchemasPrefix+"next-id" (the last allocated schema id),
+	// "ids/<id>" (a schema: format and text, never changed),
+	// "hashes/<sha256>" (the id of a format+text, for reuse),
+	// "subjects/<escaped subject>" (the subject's latest version),
+	// "versions/<escaped subject>/<%010d version>" (one version's id),
+	// "config" and "config/<escaped subject>" (compatibility levels).
+	SchemasPrefix = Prefix + "schemas/"
 )
 
 // ProducerName is the key mapping a producer name to its id.
