@@ -18,6 +18,9 @@ import (
 // to (its etcd record's), and the producer's name, so that a frame is
 // checked without an etcd read after the first and a principal's sessions
 // are counted by name (producer_limit.go) among its own producers only.
+// Producers this node no longer holds are forgotten (of, sweep), so it
+// holds about as many as the node's sessions; a frame of a forgotten one
+// reads its record again.
 type producerPrincipals struct {
 	mu    sync.Mutex
 	known map[uint64]producerBinding
@@ -40,9 +43,7 @@ func (p *producerPrincipals) set(id uint64, principal, name string) {
 	if p.known == nil {
 		p.known, p.byPrincipal = map[uint64]producerBinding{}, map[string]map[uint64]string{}
 	}
-	if old, ok := p.known[id]; ok {
-		delete(p.byPrincipal[old.principal], id)
-	}
+	p.forgetLocked(id)
 	p.known[id] = producerBinding{principal: principal, name: name}
 	if p.byPrincipal[principal] == nil {
 		p.byPrincipal[principal] = map[uint64]string{}
@@ -50,12 +51,51 @@ func (p *producerPrincipals) set(id uint64, principal, name string) {
 	p.byPrincipal[principal][id] = name
 }
 
-// of calls fn with each producer known to be bound to principal.
-func (p *producerPrincipals) of(principal string, fn func(id uint64, name string)) {
+// forgetLocked removes id, and its principal's index once empty.
+func (p *producerPrincipals) forgetLocked(id uint64) {
+	old, ok := p.known[id]
+	if !ok {
+		return
+	}
+	delete(p.known, id)
+	delete(p.byPrincipal[old.principal], id)
+	if len(p.byPrincipal[old.principal]) == 0 {
+		delete(p.byPrincipal, old.principal)
+	}
+}
+
+// of calls fn with each producer known to be bound to principal, and
+// forgets those for which fn returns false.
+func (p *producerPrincipals) of(principal string, fn func(id uint64, name string) (keep bool)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, name := range p.byPrincipal[principal] {
-		fn(id, name)
+		if !fn(id, name) {
+			p.forgetLocked(id)
+		}
+	}
+}
+
+// sweepSlack is how many producers more than the node holds sweep lets
+// producerPrincipals remember before it walks them all.
+const sweepSlack = 1024
+
+// sweep forgets the producers for which held is false once there are
+// more than twice holding (the producers the node holds) plus
+// sweepSlack: the walk is paid for by the entries added since the last,
+// and the producers of a principal that never calls InitProducer again
+// (whose walk in of would forget them) do not pile up. Loop only (held
+// asks the machine).
+func (p *producerPrincipals) sweep(holding int, held func(id uint64) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.known) <= 2*holding+sweepSlack {
+		return
+	}
+	for id := range p.known {
+		if !held(id) {
+			p.forgetLocked(id)
+		}
 	}
 }
 

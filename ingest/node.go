@@ -193,6 +193,7 @@ func (n *Node) loop() {
 			n.onGrantReply(reply)
 		case now := <-health.C:
 			n.machine.Tick(now)
+			n.principals.sweep(n.machine.Producers(), n.machine.HoldsProducer)
 			n.checkWriter()
 			n.checkRoll(now)
 		case <-ensemble.C:

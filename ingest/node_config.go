@@ -44,6 +44,8 @@ const (
 	DefaultRollBytes          = 1 << 30
 	DefaultRollAge            = time.Hour
 	DefaultProducerExpiry     = 7 * 24 * time.Hour
+	// DefaultProducerActiveWindow: see Config.ProducerActiveWindow.
+	DefaultProducerActiveWindow = 5 * time.Minute
 	// minGrantStreamSilence leaves room for a few lost or late heartbeats.
 	minGrantStreamSilence = 4 * sequencer.GrantStreamHeartbeat
 )
@@ -114,6 +116,14 @@ type Config struct {
 	// frame is refused with PRODUCER_EXPIRED). Default
 	// DefaultProducerExpiry; negative: never.
 	ProducerExpiry time.Duration
+	// ProducerActiveWindow: a producer session counts against its
+	// principal's session limit (ProducerSessionLimit) while it started or
+	// had a frame within this window; one idle longer does not count,
+	// though it is held until ProducerExpiry. So a client that takes a new
+	// producer name at each restart is locked out for at most the window,
+	// not until its old sessions expire. Default
+	// DefaultProducerActiveWindow.
+	ProducerActiveWindow time.Duration
 	// Logger reports failures the node retries by itself (a ledger that
 	// cannot be created); nil discards.
 	Logger *slog.Logger
@@ -176,6 +186,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProducerExpiry == 0 {
 		c.ProducerExpiry = DefaultProducerExpiry
+	}
+	if c.ProducerActiveWindow <= 0 {
+		c.ProducerActiveWindow = DefaultProducerActiveWindow
 	}
 	if c.MaxMessageBytes < 0 || c.MaxFrameMessages < 0 {
 		return errors.New("ingest: limits must not be negative")

@@ -249,9 +249,6 @@ func (n *Node) InitProducer(ctx context.Context, name string) (*orderlogpb.InitP
 		return nil, apierr.New(apierr.Unavailable, "register producer: %v", err)
 	}
 	n.auditFencing(ctx, rec, previous)
-	if rec.Principal != "" {
-		n.principals.set(rec.ID, rec.Principal, rec.Name)
-	}
 	if rec.Owner == incarnation { // else the takeover hands it over from its live owner
 		n.ownerChanged(rec, previous.Owner, incarnation, start)
 	}
@@ -266,6 +263,9 @@ func (n *Node) InitProducer(ctx context.Context, name string) (*orderlogpb.InitP
 		token = n.nextInit
 		n.initWaiters[token] = answer
 		n.machine.InitProducer(rec.ID, rec.Epoch, token)
+		if rec.Principal != "" { // with the session, so sessionsOf never forgets it as not held
+			n.principals.set(rec.ID, rec.Principal, rec.Name)
+		}
 	}) {
 		return nil, apierr.New(apierr.Unavailable, "ingest node is shutting down")
 	}

@@ -250,6 +250,20 @@ func (m *Machine) HoldsProducer(id uint64) bool {
 	return ok
 }
 
+// ProducerIdle reports whether this node owns the producer or is taking
+// it over, and for how long by the machine's clock (Tick) its session has
+// neither started nor had a frame.
+func (m *Machine) ProducerIdle(id uint64) (idle time.Duration, held bool) {
+	s, ok := m.producers[id]
+	if !ok {
+		return 0, false
+	}
+	if m.now.IsZero() || s.lastActive.IsZero() {
+		return 0, true
+	}
+	return max(0, m.now.Sub(s.lastActive)), true
+}
+
 // Ledger is the open ledger (0 if none).
 func (m *Machine) Ledger() uint64 { return m.ledger.id }
 

@@ -164,7 +164,7 @@ func TestAProducerSessionFloodIsRefusedAlone(t *testing.T) {
 		}
 	}
 	_, err := producers.InitProducer(n.as("flood"), &orderlogpb.InitProducerRequest{Name: "flood-new"})
-	if codeOf(err) != apierr.LimitExceeded {
+	if codeOf(err) != apierr.LimitExceeded || !strings.Contains(err.Error(), "idle for 5m0s") {
 		t.Fatalf("a session past the limit: %v", err)
 	}
 	status, _, body := httpDo(t, "POST", "http://"+n.s.HTTPAddr()+"/v1/producers", `{"name":"flood-http"}`,

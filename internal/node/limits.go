@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -102,11 +103,18 @@ func (h *holdings) openStream(principal string) (release func(), err error) {
 }
 
 // AdmitProducer makes the guard the ingest node's producer-session limit
-// (ingest.ProducerSessionLimit).
-func (g *authGuard) AdmitProducer(principal string, held int) error {
+// (ingest.ProducerSessionLimit). Only the sessions active within window
+// count, so the refusal says when one may stop counting: retryAfter, if
+// the client's least recently active session stays idle.
+func (g *authGuard) AdmitProducer(principal string, active int, window, retryAfter time.Duration) error {
 	h := g.holdings
-	if max := h.limits.ProducersPerPrincipal; max > 0 && held >= max {
-		return h.refused(limitProducers, max, "the principal's producer sessions on this node ("+strconv.Itoa(held)+")")
+	limit := h.limits.ProducersPerPrincipal
+	if limit <= 0 || active < limit {
+		return nil
 	}
-	return nil
+	h.refusals.WithLabelValues(limitProducers).Inc()
+	retryAfter = max(retryAfter, time.Second).Round(time.Second)
+	return apierr.New(apierr.LimitExceeded, "the principal's producer sessions active on this node in the last %v (%d): at most %d; "+
+		"retry once one has been idle for %v (in %v at the soonest), or initialize a session it holds again", window, active, limit, window, retryAfter).
+		With("limit", limitProducers).With("retry_after_ms", strconv.FormatInt(retryAfter.Milliseconds(), 10))
 }
