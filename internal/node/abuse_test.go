@@ -268,3 +268,36 @@ func TestASlowBodyIsCutWhileAnotherPrincipalProduces(t *testing.T) {
 		t.Fatal("none of the good principal's HTTP messages were read back")
 	}
 }
+
+// TestTheNodesConnectionsAreNotCounted: connections from an address a
+// node registered in etcd (here the node's own, 127.0.0.1: a one-host
+// cluster, or a client sharing a peer's address) are not counted against
+// --max-connections-per-address, so they cannot exhaust the budget the
+// nodes' own connections need; another address still is.
+func TestTheNodesConnectionsAreNotCounted(t *testing.T) {
+	const limit = 2
+	n := startAbuseNode(t, Config{Limits: Limits{ConnectionsPerAddress: limit}}, "good")
+	waitFor(t, 10*time.Second, "the node's registered address to be followed", func() bool {
+		return n.s.auth.holdings.peers.has("127.0.0.1")
+	})
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: 5 * time.Second}
+	for range 3 * limit {
+		c, err := dialer.Dial("tcp", n.s.GRPCAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if closedByServer(c, 200*time.Millisecond) {
+			t.Fatal("a connection from the node's registered address was closed at accept")
+		}
+	}
+	if held := n.s.auth.holdings.connections.Held("127.0.0.1"); held != 0 {
+		t.Fatalf("%d connections counted for the node's registered address", held)
+	}
+	if code := n.produce(t, n.conn, "good"); code != "" {
+		t.Fatalf("the node's own address past the limit: %q", code)
+	}
+	if n.s.auth.holdings.peers.has("127.0.0.2") {
+		t.Fatal("an address no node registered is exempt")
+	}
+}

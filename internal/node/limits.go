@@ -74,7 +74,10 @@ type holdings struct {
 	limits      Limits
 	streams     auth.Holdings // by principal
 	connections auth.Holdings // by remote IP address
-	refusals    *prometheus.CounterVec
+	// peers are the addresses not counted in connections (nil: none);
+	// set before the listeners accept.
+	peers    *peerAddresses
+	refusals *prometheus.CounterVec
 }
 
 func newHoldings(limits Limits) *holdings {

@@ -10,6 +10,10 @@ import (
 // soon as it is accepted: nothing has been said on it yet, so there is no
 // protocol to answer in (with TLS not even a handshake), and the client
 // sees its connection reset. The gRPC and HTTP listeners share one count.
+// Connections from the addresses the cluster's nodes registered, this
+// node's own included (holdings.peers, limits_peers.go), are not counted:
+// the node's calls to itself and its peers' must not be refused because a
+// client shares their address.
 type limitedListener struct {
 	net.Listener
 	holdings *holdings
@@ -32,6 +36,9 @@ func (l limitedListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		address := remoteIP(conn)
+		if l.holdings.peers.has(address) {
+			return conn, nil
+		}
 		if l.holdings.connections.Acquire(address, l.holdings.limits.ConnectionsPerAddress) {
 			return &countedConn{Conn: conn, release: func() { l.holdings.connections.Release(address) }}, nil
 		}

@@ -304,6 +304,9 @@ func (s *Server) start() error {
 	if s.auth, err = newAuthGuard(ctx, s.cli, s.cfg.Auth, s.cfg.Limits, s.logger); err != nil { // auth.go
 		return fmt.Errorf("load credentials: %w", err)
 	}
+	if s.auth.holdings.limits.ConnectionsPerAddress > 0 {
+		s.auth.holdings.peers = followPeers(ctx, s.cli) // limits_peers.go: not counted by the listeners
+	}
 	s.grpcLis = s.auth.holdings.listener(s.grpcLis) // limits_listen.go
 	s.cfg.Ingest.Authorize = s.auth
 	s.grpc = grpc.NewServer(append(append(append(grpcopt.ServerOptions(), s.tlsServerOptions()...), grpcServerKeepalive()...), s.auth.serverOptions()...)...)
