@@ -1,0 +1,152 @@
+package schema
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+)
+
+func (h *handler) subjects(r *http.Request) (any, error) {
+	return h.reg.Subjects(r.Context())
+}
+
+func (h *handler) versions(r *http.Request) (any, error) {
+	versions, err := h.reg.Versions(r.Context(), r.PathValue("subject"))
+	if err != nil {
+		return nil, err
+	}
+	numbers := make([]int, len(versions))
+	for i, v := range versions {
+		numbers[i] = v.Version
+	}
+	return numbers, nil
+}
+
+func (h *handler) register(r *http.Request) (any, error) {
+	format, text, err := readSchema(r)
+	if err != nil {
+		return nil, err
+	}
+	v, err := h.reg.Register(r.Context(), r.PathValue("subject"), format, text)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]int64{"id": v.ID}, nil
+}
+
+func (h *handler) lookup(r *http.Request) (any, error) {
+	format, text, err := readSchema(r)
+	if err != nil {
+		return nil, err
+	}
+	v, err := h.reg.Lookup(r.Context(), r.PathValue("subject"), format, text)
+	if err != nil {
+		return nil, err
+	}
+	return answerOf(v), nil
+}
+
+func (h *handler) getVersion(r *http.Request) (Version, error) {
+	version, err := parseVersion(r)
+	if err != nil {
+		return Version{}, err
+	}
+	return h.reg.Get(r.Context(), r.PathValue("subject"), version)
+}
+
+func (h *handler) version(r *http.Request) (any, error) {
+	v, err := h.getVersion(r)
+	if err != nil {
+		return nil, err
+	}
+	return answerOf(v), nil
+}
+
+func (h *handler) versionText(r *http.Request) (any, error) {
+	v, err := h.getVersion(r)
+	if err != nil {
+		return nil, err
+	}
+	return rawText(v.Text), nil
+}
+
+func (h *handler) byID(r *http.Request) (any, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		return nil, &httpError{http.StatusNotFound, codeSchemaNotFound, "Schema " + r.PathValue("id") + " not found"}
+	}
+	v, err := h.reg.ByID(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	a := answerOf(v)
+	return struct {
+		SchemaType Format `json:"schemaType,omitempty"`
+		Schema     string `json:"schema"`
+	}{a.SchemaType, a.Schema}, nil
+}
+
+// compatibility answers {"is_compatible": false} (200) for an
+// incompatible schema, as Confluent does, with the reason in messages
+// when ?verbose=true.
+func (h *handler) compatibility(r *http.Request) (any, error) {
+	version, err := parseVersion(r)
+	if err != nil {
+		return nil, err
+	}
+	format, text, err := readSchema(r)
+	if err != nil {
+		return nil, err
+	}
+	err = h.reg.CheckCompatibility(r.Context(), r.PathValue("subject"), version, format, text)
+	var incompatible *IncompatibleError
+	if errors.As(err, &incompatible) {
+		answer := map[string]any{"is_compatible": false}
+		if r.URL.Query().Get("verbose") == "true" {
+			answer["messages"] = []string{incompatible.Error()}
+		}
+		return answer, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return map[string]bool{"is_compatible": true}, nil
+}
+
+// getLevel answers a subject's own level; one without falls back to the
+// global level only with ?defaultToGlobal=true, else 40408 as Confluent.
+func (h *handler) getLevel(r *http.Request) (any, error) {
+	subject := r.PathValue("subject")
+	level, err := h.reg.Level(r.Context(), subject)
+	if err != nil {
+		return nil, err
+	}
+	if level == "" && r.URL.Query().Get("defaultToGlobal") == "true" {
+		level, err = h.reg.Level(r.Context(), "")
+		if err != nil {
+			return nil, err
+		}
+	}
+	if level == "" {
+		return nil, &httpError{http.StatusNotFound, codeSubjectLevelNotSet,
+			"Subject '" + subject + "' does not have subject-level compatibility configured"}
+	}
+	return map[string]Level{"compatibilityLevel": level}, nil
+}
+
+func (h *handler) putLevel(r *http.Request) (any, error) {
+	var req struct {
+		Compatibility string `json:"compatibility"`
+	}
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	level, err := ParseLevel(req.Compatibility)
+	if err != nil {
+		return nil, &httpError{http.StatusUnprocessableEntity, codeInvalidLevel, "Invalid compatibility level: " + req.Compatibility}
+	}
+	if err := h.reg.SetLevel(r.Context(), r.PathValue("subject"), level); err != nil {
+		return nil, err
+	}
+	return map[string]Level{"compatibility": level}, nil
+}

@@ -1,0 +1,126 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// step is one request as a Confluent client (serializer, CLI, REST proxy)
+// sends it, and the answer expected: status and either the exact JSON
+// body or, with a leading "~", a fragment of it.
+type step struct {
+	method, path, body string
+	status             int
+	want               string
+}
+
+func quoted(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func TestHandlerSpeaksConfluentsCoreAPI(t *testing.T) {
+	srv := httptest.NewServer(http.StripPrefix("/registry", Handler(newRegistry(t))))
+	t.Cleanup(srv.Close)
+	avroV1 := avroRecord(avroID)
+	avroV2 := avroRecord(avroID + `,{"name":"name","type":"string","default":""}`)
+	avroBad := avroRecord(avroID + `,{"name":"name","type":"string"}`)
+	jsonV1 := jsonObject(false, `"id"`, jsonID)
+	steps := []step{
+		{"GET", "/", "", 200, `{}`},
+		{"GET", "/subjects", "", 200, `[]`},
+		{"POST", "/subjects/orders-value/versions", `{"schema":` + quoted(avroV1) + `}`, 200, `{"id":1}`},
+		{"POST", "/subjects/orders-value/versions", `{"schema":` + quoted(avroV1) + `,"schemaType":"AVRO","references":[]}`, 200, `{"id":1}`},
+		{"POST", "/subjects/orders-value/versions", `{"schema":` + quoted(avroV2) + `}`, 200, `{"id":2}`},
+		{"POST", "/subjects/events-value/versions", `{"schemaType":"JSON","schema":` + quoted(jsonV1) + `}`, 200, `{"id":3}`},
+		{"POST", "/subjects/orders-value/versions", `{"schema":` + quoted(avroRecord(avroID+`,{"name":"x","type":"long"}`)) + `}`, 409,
+			`~{"error_code":409,"message":"not backward compatible with version 2`},
+		{"POST", "/subjects/orders-value/versions", `{"schema":"{\"type\":\"record\"}"}`, 422, `~"error_code":42201`},
+		{"POST", "/subjects/orders-value/versions", `{"schema":"\"int\"","schemaType":"PROTOBUF"}`, 422, `~"error_code":42201`},
+		{"POST", "/subjects/orders-value/versions", `{"schema":"\"int\"","references":[{"name":"a","subject":"b","version":1}]}`, 422, `~"error_code":42201`},
+		{"POST", "/subjects/orders-value/versions", `{"schema":`, 400, `~"error_code":400`},
+		{"GET", "/subjects", "", 200, `["events-value","orders-value"]`},
+		{"GET", "/subjects/orders-value/versions", "", 200, `[1,2]`},
+		{"GET", "/subjects/orders-value/versions/latest", "", 200,
+			`{"subject":"orders-value","id":2,"version":2,"schema":` + quoted(avroV2) + `}`},
+		{"GET", "/subjects/orders-value/versions/-1", "", 200, `~"version":2`},
+		{"GET", "/subjects/events-value/versions/1", "", 200,
+			`{"subject":"events-value","id":3,"version":1,"schemaType":"JSON","schema":` + quoted(jsonV1) + `}`},
+		{"GET", "/subjects/orders-value/versions/1/schema", "", 200, avroV1},
+		{"GET", "/schemas/ids/1", "", 200, `{"schema":` + quoted(avroV1) + `}`},
+		{"GET", "/schemas/ids/3", "", 200, `{"schemaType":"JSON","schema":` + quoted(jsonV1) + `}`},
+		{"GET", "/schemas/types", "", 200, `["JSON","AVRO"]`},
+		{"POST", "/subjects/orders-value", `{"schema":` + quoted(avroV1) + `}`, 200,
+			`{"subject":"orders-value","id":1,"version":1,"schema":` + quoted(avroV1) + `}`},
+		{"POST", "/subjects/orders-value", `{"schema":"\"string\""}`, 404, `~"error_code":40403`},
+		{"GET", "/subjects/nope/versions", "", 404, `~"error_code":40401`},
+		{"GET", "/subjects/nope/versions/latest", "", 404, `~"error_code":40401`},
+		{"GET", "/subjects/orders-value/versions/7", "", 404, `~"error_code":40402`},
+		{"GET", "/subjects/orders-value/versions/abc", "", 422, `~"error_code":42202`},
+		{"GET", "/schemas/ids/99", "", 404, `~"error_code":40403`},
+		{"POST", "/compatibility/subjects/orders-value/versions/latest", `{"schema":` + quoted(avroV2) + `}`, 200, `{"is_compatible":true}`},
+		{"POST", "/compatibility/subjects/orders-value/versions/latest", `{"schema":` + quoted(avroBad) + `}`, 200, `{"is_compatible":true}`},
+		{"POST", "/compatibility/subjects/orders-value/versions/1?verbose=true", `{"schema":` + quoted(avroRecord(`{"name":"id","type":"string"}`)) + `}`, 200,
+			`~{"is_compatible":false,"messages":["not backward compatible with version 1`},
+		{"POST", "/compatibility/subjects/orders-value/versions", `{"schema":` + quoted(avroV1) + `}`, 200, `{"is_compatible":true}`},
+		{"POST", "/compatibility/subjects/nope/versions/latest", `{"schema":` + quoted(avroV1) + `}`, 404, `~"error_code":40401`},
+		{"GET", "/config", "", 200, `{"compatibilityLevel":"BACKWARD"}`},
+		{"PUT", "/config", `{"compatibility":"FULL"}`, 200, `{"compatibility":"FULL"}`},
+		{"GET", "/config", "", 200, `{"compatibilityLevel":"FULL"}`},
+		{"PUT", "/config", `{"compatibility":"SIDEWAYS"}`, 422, `~"error_code":42203`},
+		{"GET", "/config/orders-value", "", 404, `~"error_code":40408`},
+		{"GET", "/config/orders-value?defaultToGlobal=true", "", 200, `{"compatibilityLevel":"FULL"}`},
+		{"PUT", "/config/orders-value", `{"compatibility":"NONE"}`, 200, `{"compatibility":"NONE"}`},
+		{"GET", "/config/orders-value", "", 200, `{"compatibilityLevel":"NONE"}`},
+		{"POST", "/subjects/orders-value/versions", `{"schema":` + quoted(avroRecord(`{"name":"id","type":"string"}`)) + `}`, 200, `{"id":4}`},
+		{"POST", "/subjects/team%2Forders/versions", `{"schema":"\"string\""}`, 200, `{"id":5}`},
+		{"GET", "/subjects/team%2Forders/versions/1", "", 200, `~"subject":"team/orders"`},
+	}
+	for _, s := range steps {
+		req, err := http.NewRequest(s.method, srv.URL+"/registry"+s.path, strings.NewReader(s.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json")
+		if s.body != "" {
+			req.Header.Set("Content-Type", ContentType)
+		}
+		status, body, contentType := do(t, req)
+		if status != s.status || !matches(body, s.want) {
+			t.Fatalf("%s %s: %d %s\nwant %d %s", s.method, s.path, status, body, s.status, s.want)
+		}
+		if contentType != ContentType {
+			t.Fatalf("%s %s: content type %q", s.method, s.path, contentType)
+		}
+	}
+}
+
+func do(t *testing.T, req *http.Request) (int, string, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, strings.TrimSpace(string(body)), resp.Header.Get("Content-Type")
+}
+
+func matches(body, want string) bool {
+	if fragment, ok := strings.CutPrefix(want, "~"); ok {
+		return strings.Contains(body, fragment)
+	}
+	var compact bytes.Buffer
+	if json.Compact(&compact, []byte(body)) == nil && compact.String() == want {
+		return true
+	}
+	return body == want
+}
