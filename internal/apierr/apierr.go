@@ -58,7 +58,7 @@ const (
 	UnknownSchemaVersion   Code = "UNKNOWN_SCHEMA_VERSION" // the subject has no such version
 	UnknownSchema          Code = "UNKNOWN_SCHEMA"         // no schema with that id, or not under that subject
 	QuotaExceeded          Code = "QUOTA_EXCEEDED"         // the principal is over its bytes/s quota; retry after retry_after_ms
-	LimitExceeded          Code = "LIMIT_EXCEEDED"         // the principal or address holds as many streams, connections or producer sessions as it may; retry once one ends
+	LimitExceeded          Code = "LIMIT_EXCEEDED"         // the principal or address holds as many streams, connections or producer sessions as it may; retry after retry_after_ms (once one ends, or a producer session goes idle)
 	Unauthenticated        Code = "UNAUTHENTICATED"        // no credentials, or bad ones (nothing says which)
 	PermissionDenied       Code = "PERMISSION_DENIED"      // the principal lacks the ACL for the call; nothing was logged or served
 	Internal               Code = "INTERNAL"

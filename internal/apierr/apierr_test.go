@@ -85,3 +85,19 @@ func TestDiskFullIsRetryableWithRetryAfter(t *testing.T) {
 		t.Fatal("UNAVAILABLE carries a Retry-After")
 	}
 }
+
+// LIMIT_EXCEEDED's Retry-After is its retry_after_ms in whole seconds
+// (a producer session's may be minutes), else 1.
+func TestLimitExceededRetryAfterFollowsItsDetail(t *testing.T) {
+	for ms, want := range map[string]string{"": "1", "1000": "1", "299500": "300"} {
+		err := New(LimitExceeded, "at the limit")
+		if ms != "" {
+			err = err.With("retry_after_ms", ms)
+		}
+		rec := httptest.NewRecorder()
+		WriteHTTP(rec, err)
+		if rec.Code != 429 || rec.Header().Get("Retry-After") != want {
+			t.Errorf("retry_after_ms %q: HTTP %d, Retry-After %q, want %s", ms, rec.Code, rec.Header().Get("Retry-After"), want)
+		}
+	}
+}

@@ -41,7 +41,7 @@ func WriteHTTP(w http.ResponseWriter, err error) {
 	if after, ok := retryAfter[apiErr.Code]; ok {
 		w.Header().Set("Retry-After", after)
 	}
-	if ms, ok := apiErr.Details["retry_after_ms"]; ok && apiErr.Code == QuotaExceeded {
+	if ms, ok := apiErr.Details["retry_after_ms"]; ok && (apiErr.Code == QuotaExceeded || apiErr.Code == LimitExceeded) {
 		w.Header().Set("Retry-After", retryAfterSeconds(ms))
 	}
 	w.WriteHeader(apiErr.HTTPStatus())
