@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"orderlog/internal/keys"
@@ -87,12 +88,22 @@ func (s store) schema(ctx context.Context, id int64) (schemaRecord, bool, error)
 
 // versions reads a subject's versions, oldest first, with their schemas.
 func (s store) versions(ctx context.Context, subject string) ([]Version, error) {
-	resp, err := s.etcd.Get(ctx, versionsOf(subject), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	resp, err := s.etcd.Get(ctx, versionsOf(subject), versionsRange()...)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Version, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
+	return s.withSchemas(ctx, subject, resp.Kvs)
+}
+
+func versionsRange() []clientv3.OpOption {
+	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+}
+
+// withSchemas decodes version records and reads their schemas, which
+// never change, so any later read of them is consistent.
+func (s store) withSchemas(ctx context.Context, subject string, kvs []*mvccpb.KeyValue) ([]Version, error) {
+	out := make([]Version, 0, len(kvs))
+	for _, kv := range kvs {
 		var rec versionRecord
 		if err := json.Unmarshal(kv.Value, &rec); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
@@ -129,41 +140,69 @@ func (s store) effectiveLevel(ctx context.Context, subject string) (Level, error
 	return DefaultLevel, nil
 }
 
-// readSubject reads what registering fp under subject depends on.
+// readSubject reads what registering fp under subject depends on, all
+// at one revision (one transaction), so the head, the versions and the
+// counters agree with each other.
 func (s store) readSubject(ctx context.Context, subject, fp string) (subjectState, error) {
 	var st subjectState
-	var head subjectRecord
-	var err error
-	if _, st.subjectRev, err = s.getJSON(ctx, subjectKey(subject), &head); err != nil {
+	resp, err := s.etcd.Txn(ctx).Then(
+		clientv3.OpGet(subjectKey(subject)),
+		clientv3.OpGet(versionsOf(subject), versionsRange()...),
+		clientv3.OpGet(nextIDKey),
+		clientv3.OpGet(hashKey(fp)),
+		clientv3.OpGet(levelKey(subject)),
+		clientv3.OpGet(globalLevelKey),
+	).Commit()
+	if err != nil {
 		return st, err
 	}
-	if st.versions, err = s.versions(ctx, subject); err != nil {
+	kvs := make([][]*mvccpb.KeyValue, len(resp.Responses))
+	for i, r := range resp.Responses {
+		kvs[i] = r.GetResponseRange().Kvs
+	}
+	var head subjectRecord
+	if len(kvs[0]) == 1 {
+		if err := json.Unmarshal(kvs[0][0].Value, &head); err != nil {
+			return st, fmt.Errorf("decode %s: %w", kvs[0][0].Key, err)
+		}
+		st.subjectRev = kvs[0][0].ModRevision
+	}
+	if st.versions, err = s.withSchemas(ctx, subject, kvs[1]); err != nil {
 		return st, err
 	}
 	if len(st.versions) != head.Latest {
 		return st, fmt.Errorf("subject %q: %d versions stored, head says %d", subject, len(st.versions), head.Latest)
 	}
-	if st.level, err = s.effectiveLevel(ctx, subject); err != nil {
+	if st.lastID, st.lastIDRev, err = decimal(kvs[2]); err != nil {
 		return st, err
 	}
-	if st.lastID, st.lastIDRev, err = s.counter(ctx, nextIDKey); err != nil {
+	if st.reusableID, st.hashRev, err = decimal(kvs[3]); err != nil {
 		return st, err
 	}
-	st.reusableID, st.hashRev, err = s.counter(ctx, hashKey(fp))
+	st.level, err = firstLevel(kvs[4], kvs[5])
 	return st, err
 }
 
-// counter reads a decimal value and its revision (0, 0 if absent).
-func (s store) counter(ctx context.Context, key string) (int64, int64, error) {
-	resp, err := s.etcd.Get(ctx, key)
-	if err != nil || len(resp.Kvs) == 0 {
-		return 0, 0, err
+// decimal decodes a counter read and its revision (0, 0 if absent).
+func decimal(kvs []*mvccpb.KeyValue) (int64, int64, error) {
+	if len(kvs) == 0 {
+		return 0, 0, nil
 	}
-	n, err := strconv.ParseInt(string(resp.Kvs[0].Value), 10, 64)
+	n, err := strconv.ParseInt(string(kvs[0].Value), 10, 64)
 	if err != nil {
-		return 0, 0, fmt.Errorf("decode %s: %w", key, err)
+		return 0, 0, fmt.Errorf("decode %s: %w", kvs[0].Key, err)
 	}
-	return n, resp.Kvs[0].ModRevision, nil
+	return n, kvs[0].ModRevision, nil
+}
+
+// firstLevel is the first level set among reads, else DefaultLevel.
+func firstLevel(reads ...[]*mvccpb.KeyValue) (Level, error) {
+	for _, kvs := range reads {
+		if len(kvs) == 1 {
+			return ParseLevel(string(kvs[0].Value))
+		}
+	}
+	return DefaultLevel, nil
 }
 
 // commit writes a planned registration if nothing it read has changed.
