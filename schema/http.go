@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -18,6 +19,8 @@ const MaxRequestBytes = 1 << 20
 
 // Confluent's error codes, sent as error_code in error bodies.
 const (
+	codeUnauthorized        = 40101
+	codeForbidden           = 40301
 	codeSubjectNotFound     = 40401
 	codeVersionNotFound     = 40402
 	codeSchemaNotFound      = 40403
@@ -29,6 +32,26 @@ const (
 	codeBackendStore        = 50001
 	codeBackendStoreTimeout = 50002
 )
+
+// Access is what a call does to a subject.
+type Access int
+
+const (
+	// ReadAccess: reading versions, ids, levels; lookups and compatibility checks.
+	ReadAccess Access = iota
+	// WriteAccess: registering a version, setting a level.
+	WriteAccess
+)
+
+// Authorize decides a call before it is served: the access it needs, on
+// subject, or with subject "" on every subject (the global level, a
+// schema by id). A nil error allows; an apierr error (PERMISSION_DENIED,
+// UNAUTHENTICATED) is answered as Confluent does (403 40301, 401 40101).
+// GET /subjects lists only the subjects read is allowed on.
+type Authorize func(ctx context.Context, access Access, subject string) error
+
+// AllowAll is the Authorize of a registry without authorization.
+func AllowAll(context.Context, Access, string) error { return nil }
 
 // httpError is a Confluent error answer: HTTP status and body.
 type httpError struct {
@@ -49,6 +72,8 @@ var confluentCodes = map[apierr.Code][2]int{
 	apierr.InvalidArgument:      {http.StatusUnprocessableEntity, http.StatusUnprocessableEntity},
 	apierr.MalformedRequest:     {http.StatusBadRequest, http.StatusBadRequest},
 	apierr.Timeout:              {http.StatusInternalServerError, codeBackendStoreTimeout},
+	apierr.Unauthenticated:      {http.StatusUnauthorized, codeUnauthorized},
+	apierr.PermissionDenied:     {http.StatusForbidden, codeForbidden},
 }
 
 func toHTTPError(err error) *httpError {
@@ -77,9 +102,14 @@ func toHTTPError(err error) *httpError {
 //	POST /compatibility/subjects/{s}/versions[/{v}]  {"is_compatible": bool}
 //	GET|PUT /config, /config/{s}                     compatibility levels
 //
-// It does no authorization: the caller wraps it.
-func Handler(reg *Registry) http.Handler {
-	h := &handler{reg: reg}
+// Every call is authorized with authorize (AllowAll for none) once its
+// path is parsed, so an escaped path cannot name another subject than
+// the one checked.
+func Handler(reg *Registry, authorize Authorize) http.Handler {
+	if authorize == nil {
+		authorize = AllowAll
+	}
+	h := &handler{reg: reg, authorize: authorize}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.serve(func(*http.Request) (any, error) { return struct{}{}, nil }))
 	mux.HandleFunc("GET /subjects", h.serve(h.subjects))
@@ -99,7 +129,10 @@ func Handler(reg *Registry) http.Handler {
 	return mux
 }
 
-type handler struct{ reg *Registry }
+type handler struct {
+	reg       *Registry
+	authorize Authorize
+}
 
 // rawText marks an answer sent as the schema text itself.
 type rawText string

@@ -4,13 +4,32 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+
+	"orderlog/internal/apierr"
 )
 
+// subjects lists the subjects read is allowed on.
 func (h *handler) subjects(r *http.Request) (any, error) {
-	return h.reg.Subjects(r.Context())
+	all, err := h.reg.Subjects(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	allowed := make([]string, 0, len(all))
+	for _, subject := range all {
+		err := h.authorize(r.Context(), ReadAccess, subject)
+		if err == nil {
+			allowed = append(allowed, subject)
+		} else if apierr.As(err).Code != apierr.PermissionDenied {
+			return nil, err
+		}
+	}
+	return allowed, nil
 }
 
 func (h *handler) versions(r *http.Request) (any, error) {
+	if err := h.authorize(r.Context(), ReadAccess, r.PathValue("subject")); err != nil {
+		return nil, err
+	}
 	versions, err := h.reg.Versions(r.Context(), r.PathValue("subject"))
 	if err != nil {
 		return nil, err
@@ -23,6 +42,9 @@ func (h *handler) versions(r *http.Request) (any, error) {
 }
 
 func (h *handler) register(r *http.Request) (any, error) {
+	if err := h.authorize(r.Context(), WriteAccess, r.PathValue("subject")); err != nil {
+		return nil, err
+	}
 	format, text, err := readSchema(r)
 	if err != nil {
 		return nil, err
@@ -35,6 +57,9 @@ func (h *handler) register(r *http.Request) (any, error) {
 }
 
 func (h *handler) lookup(r *http.Request) (any, error) {
+	if err := h.authorize(r.Context(), ReadAccess, r.PathValue("subject")); err != nil {
+		return nil, err
+	}
 	format, text, err := readSchema(r)
 	if err != nil {
 		return nil, err
@@ -47,6 +72,9 @@ func (h *handler) lookup(r *http.Request) (any, error) {
 }
 
 func (h *handler) getVersion(r *http.Request) (Version, error) {
+	if err := h.authorize(r.Context(), ReadAccess, r.PathValue("subject")); err != nil {
+		return Version{}, err
+	}
 	version, err := parseVersion(r)
 	if err != nil {
 		return Version{}, err
@@ -71,6 +99,9 @@ func (h *handler) versionText(r *http.Request) (any, error) {
 }
 
 func (h *handler) byID(r *http.Request) (any, error) {
+	if err := h.authorize(r.Context(), ReadAccess, ""); err != nil {
+		return nil, err
+	}
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id < 1 {
 		return nil, &httpError{http.StatusNotFound, codeSchemaNotFound, "Schema " + r.PathValue("id") + " not found"}
@@ -90,6 +121,9 @@ func (h *handler) byID(r *http.Request) (any, error) {
 // incompatible schema, as Confluent does, with the reason in messages
 // when ?verbose=true.
 func (h *handler) compatibility(r *http.Request) (any, error) {
+	if err := h.authorize(r.Context(), ReadAccess, r.PathValue("subject")); err != nil {
+		return nil, err
+	}
 	version, err := parseVersion(r)
 	if err != nil {
 		return nil, err
@@ -116,6 +150,9 @@ func (h *handler) compatibility(r *http.Request) (any, error) {
 // getLevel answers a subject's own level; one without falls back to the
 // global level only with ?defaultToGlobal=true, else 40408 as Confluent.
 func (h *handler) getLevel(r *http.Request) (any, error) {
+	if err := h.authorize(r.Context(), ReadAccess, r.PathValue("subject")); err != nil {
+		return nil, err
+	}
 	subject := r.PathValue("subject")
 	level, err := h.reg.Level(r.Context(), subject)
 	if err != nil {
@@ -135,6 +172,9 @@ func (h *handler) getLevel(r *http.Request) (any, error) {
 }
 
 func (h *handler) putLevel(r *http.Request) (any, error) {
+	if err := h.authorize(r.Context(), WriteAccess, r.PathValue("subject")); err != nil {
+		return nil, err
+	}
 	var req struct {
 		Compatibility string `json:"compatibility"`
 	}

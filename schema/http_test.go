@@ -2,12 +2,15 @@ package schema
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"orderlog/internal/apierr"
 )
 
 // step is one request as a Confluent client (serializer, CLI, REST proxy)
@@ -25,7 +28,7 @@ func quoted(s string) string {
 }
 
 func TestHandlerSpeaksConfluentsCoreAPI(t *testing.T) {
-	srv := httptest.NewServer(http.StripPrefix("/registry", Handler(newRegistry(t))))
+	srv := httptest.NewServer(http.StripPrefix("/registry", Handler(newRegistry(t), AllowAll)))
 	t.Cleanup(srv.Close)
 	avroV1 := avroRecord(avroID)
 	avroV2 := avroRecord(avroID + `,{"name":"name","type":"string","default":""}`)
@@ -123,4 +126,50 @@ func matches(body, want string) bool {
 		return true
 	}
 	return body == want
+}
+
+// The handler asks Authorize for each call with the subject from the
+// parsed path; refusals are Confluent's 403 40301 and 401 40101.
+func TestHandlerAuthorizesEachCallOnItsSubject(t *testing.T) {
+	reg := newRegistry(t)
+	mustRegister(t, reg, "mine", Avro, `"string"`)
+	mustRegister(t, reg, "secret", Avro, `"int"`)
+	authorize := func(ctx context.Context, access Access, subject string) error {
+		switch {
+		case subject == "anonymous":
+			return apierr.New(apierr.Unauthenticated, "no credentials")
+		case subject == "mine", subject == "theirs" && access == ReadAccess:
+			return nil
+		}
+		return apierr.New(apierr.PermissionDenied, "not on %q", subject)
+	}
+	srv := httptest.NewServer(Handler(reg, authorize))
+	t.Cleanup(srv.Close)
+	steps := []step{
+		{"GET", "/subjects", "", 200, `["mine"]`},
+		{"GET", "/subjects/mine/versions/1", "", 200, `~"id":1`},
+		{"GET", "/subjects/secret/versions/1", "", 403, `~"error_code":40301`},
+		{"GET", "/subjects/secret/versions/1/schema", "", 403, `~"error_code":40301`},
+		{"GET", "/subjects/secret/versions", "", 403, `~"error_code":40301`},
+		{"GET", "/subjects/secret%2F..%2Fmine/versions", "", 403, `~"error_code":40301`},
+		{"POST", "/subjects/secret", `{"schema":"\"int\""}`, 403, `~"error_code":40301`},
+		{"POST", "/subjects/theirs/versions", `{"schema":"\"int\""}`, 403, `~"error_code":40301`},
+		{"POST", "/subjects/mine/versions", `{"schema":"\"int\""}`, 409, `~"error_code":409`},
+		{"POST", "/compatibility/subjects/secret/versions/latest", `{"schema":"\"int\""}`, 403, `~"error_code":40301`},
+		{"GET", "/schemas/ids/1", "", 403, `~"error_code":40301`},
+		{"GET", "/config", "", 403, `~"error_code":40301`},
+		{"PUT", "/config", `{"compatibility":"NONE"}`, 403, `~"error_code":40301`},
+		{"PUT", "/config/theirs", `{"compatibility":"NONE"}`, 403, `~"error_code":40301`},
+		{"PUT", "/config/mine", `{"compatibility":"NONE"}`, 200, `{"compatibility":"NONE"}`},
+		{"GET", "/subjects/anonymous/versions", "", 401, `~"error_code":40101`},
+	}
+	for _, s := range steps {
+		req, err := http.NewRequest(s.method, srv.URL+s.path, strings.NewReader(s.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status, body, _ := do(t, req); status != s.status || !matches(body, s.want) {
+			t.Fatalf("%s %s: %d %s\nwant %d %s", s.method, s.path, status, body, s.status, s.want)
+		}
+	}
 }
