@@ -56,7 +56,9 @@ func TestAStreamFloodIsRefusedAlone(t *testing.T) {
 	if status != 429 || !strings.Contains(body, "LIMIT_EXCEEDED") {
 		t.Fatalf("the flood's HTTP consumer stream past the limit: %d %s", status, body)
 	}
-	// the good principal may hold as many streams as the flood does
+	// the good principal may hold as many streams as the flood does, once
+	// its produce streams above have ended
+	n.waitStreamsEnded(t, "good")
 	for range limit {
 		stream, err := orderlogpb.NewReaderClient(n.conn).Tail(n.as("good"), &orderlogpb.TailRequest{})
 		if err != nil {

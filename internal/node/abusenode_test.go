@@ -107,8 +107,21 @@ func startAbuseNode(t *testing.T, cfg Config, principals ...string) *abuseNode {
 			}
 			return codeOf(err) != apierr.PermissionDenied && codeOf(err) != apierr.Unauthenticated
 		})
+		n.waitStreamsEnded(t, p)
 	}
 	return n
+}
+
+// waitStreamsEnded waits until the node counts none of principal's
+// streams against its limit: streams a test closed without reading them
+// to their end (produceOne, the ACL check above) end on the server a
+// moment later, and a test about to open streams up to the limit must not
+// find some of its budget still taken.
+func (n *abuseNode) waitStreamsEnded(t *testing.T, principal string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, principal+"'s earlier streams to end", func() bool {
+		return n.s.auth.holdings.streams.Held(principal) == 0
+	})
 }
 
 // as is the node's context with principal's token.
