@@ -1,0 +1,36 @@
+package node
+
+import (
+	"context"
+	"net/http"
+
+	"orderlog/internal/auth"
+	"orderlog/schema"
+)
+
+// mountSchemas serves the schema registry (Confluent's REST API, see
+// docs/schemas.md) at /v1/schemas/ on every role: it needs only etcd. The
+// auth front end authenticates it like the rest of /v1/, and schemaAccess
+// authorizes each call once schema.Handler has parsed its subject.
+func (s *Server) mountSchemas(mux *http.ServeMux) {
+	mux.Handle("/v1/schemas/", http.StripPrefix("/v1/schemas", schema.Handler(schema.New(s.cli), s.auth.schemaAccess)))
+}
+
+// schemaAccess is the registry's authorization. Subjects are named like
+// topics: writing (registering a version, setting a level) needs admin on
+// the subject's topic, reading needs read; subject "" (the global level, a
+// schema by id) needs the operation on every topic.
+func (g *authGuard) schemaAccess(ctx context.Context, access schema.Access, subject string) error {
+	principal, err := g.callPrincipal(ctx)
+	if err != nil {
+		return err
+	}
+	op := auth.Read
+	if access == schema.WriteAccess {
+		op = auth.Admin
+	}
+	if subject == "" {
+		return g.allowEverywhere(principal, op)
+	}
+	return g.allow(principal, op, subject)
+}
