@@ -94,6 +94,8 @@ func readable(reader, writer *Parsed) string {
 		return avroReadable(reader, writer)
 	case JSONSchema:
 		return jsonReadable(reader.json, writer.json, "#")
+	case Protobuf:
+		return protoReadable(reader.proto, writer.proto)
 	}
 	return fmt.Sprintf("compatibility of %s schemas is not checked", reader.Format)
 }

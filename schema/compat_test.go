@@ -131,8 +131,60 @@ var jsonChanges = map[string]change{
 	},
 }
 
+func proto3(fields string) string {
+	return "syntax = \"proto3\";\npackage orderlog.test;\nmessage Order {\n" + fields + "}\n"
+}
+
+func proto2(fields string) string {
+	return "syntax = \"proto2\";\npackage orderlog.test;\nmessage Order {\n" + fields + "}\n"
+}
+
+var protobufChanges = map[string]change{
+	"add_field": {
+		v1: proto3("int64 id = 1; string name = 2;"),
+		v2: proto3("int64 id = 1; string name = 2; string email = 3;"),
+	},
+	"add_required_field": {
+		v1:       proto2("required int64 id = 1;"),
+		v2:       proto2("required int64 id = 1; required string email = 2;"),
+		backward: "orderlog.test.Order: required field email (2) added", full: "required field email (2) added",
+	},
+	"remove_field": {
+		v1: proto3("int64 id = 1; string name = 2;"),
+		v2: proto3("int64 id = 1;"),
+	},
+	"remove_required_field": {
+		v1:      proto2("required int64 id = 1; required string name = 2;"),
+		v2:      proto2("required int64 id = 1;"),
+		forward: "required field name (2) added", full: "required field name (2) added",
+	},
+	"rename_field": {
+		v1: proto3("int64 id = 1; string name = 2;"),
+		v2: proto3("int64 id = 1; string full_name = 2;"),
+	},
+	"widen_int32_to_int64": {
+		v1: proto3("int32 id = 1;"),
+		v2: proto3("int64 id = 1;"),
+	},
+	"change_type_to_string": {
+		v1:       proto3("int64 id = 1;"),
+		v2:       proto3("string id = 1;"),
+		backward: "orderlog.test.Order.id (1): type changed from int64 to string", forward: "type changed from string to int64", full: "type changed",
+	},
+	"make_repeated": {
+		v1:       proto3("string tag = 1;"),
+		v2:       proto3("repeated string tag = 1;"),
+		backward: "changed between repeated and singular", forward: "repeated", full: "repeated",
+	},
+	"change_nested_message_field": {
+		v1:       proto3("Line line = 1; message Line { int64 sku = 1; }"),
+		v2:       proto3("Line line = 1; message Line { double sku = 1; }"),
+		backward: "orderlog.test.Order.Line.sku (1): type changed from int64 to double", forward: "type changed", full: "type changed",
+	},
+}
+
 func TestCompatibilityOfClassicChanges(t *testing.T) {
-	for format, changes := range map[Format]map[string]change{Avro: avroChanges, JSONSchema: jsonChanges} {
+	for format, changes := range map[Format]map[string]change{Avro: avroChanges, JSONSchema: jsonChanges, Protobuf: protobufChanges} {
 		for name, c := range changes {
 			v1, v2 := mustParse(t, format, c.v1), mustParse(t, format, c.v2)
 			levels := map[Level]string{None: "", Backward: c.backward, Forward: c.forward, Full: c.full,
@@ -178,14 +230,17 @@ func TestParseRefusesBadSchemas(t *testing.T) {
 		format Format
 		text   string
 	}{
-		"avro_not_json":      {Avro, `{"type":`},
-		"avro_unknown_type":  {Avro, `{"type":"record","name":"R","fields":[{"name":"a","type":"nope"}]}`},
-		"json_not_json":      {JSONSchema, `{`},
-		"json_bad_keyword":   {JSONSchema, `{"type":"objekt"}`},
-		"json_external_ref":  {JSONSchema, `{"$ref":"file:///etc/passwd"}`},
-		"json_bad_required":  {JSONSchema, `{"required":"id"}`},
-		"protobuf_not_built": {Protobuf, `syntax = "proto3";`},
-		"unknown_format":     {Format("XML"), `<a/>`},
+		"avro_not_json":         {Avro, `{"type":`},
+		"avro_unknown_type":     {Avro, `{"type":"record","name":"R","fields":[{"name":"a","type":"nope"}]}`},
+		"json_not_json":         {JSONSchema, `{`},
+		"json_bad_keyword":      {JSONSchema, `{"type":"objekt"}`},
+		"json_external_ref":     {JSONSchema, `{"$ref":"file:///etc/passwd"}`},
+		"json_bad_required":     {JSONSchema, `{"required":"id"}`},
+		"protobuf_syntax":       {Protobuf, `syntax = "proto3"; message {`},
+		"protobuf_no_message":   {Protobuf, `syntax = "proto3";`},
+		"protobuf_import":       {Protobuf, "syntax = \"proto3\";\nimport \"/etc/passwd\";\nmessage M {}"},
+		"protobuf_unknown_type": {Protobuf, "syntax = \"proto3\";\nmessage M { Nope n = 1; }"},
+		"unknown_format":        {Format("XML"), `<a/>`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -195,6 +250,10 @@ func TestParseRefusesBadSchemas(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestProtobufMayImportWellKnownTypes(t *testing.T) {
+	mustParse(t, Protobuf, "syntax = \"proto3\";\nimport \"google/protobuf/timestamp.proto\";\nmessage M { google.protobuf.Timestamp at = 1; }")
 }
 
 func TestFingerprintIgnoresJSONWhitespaceOnly(t *testing.T) {

@@ -13,7 +13,7 @@
 //     same id or version.
 //
 // Compatibility is decided by plain functions (Check, compat_avro.go,
-// compat_json.go) on parsed schemas; the Registry does the etcd I/O around
+// compat_json.go, compat_protobuf.go) on parsed schemas; the Registry does the etcd I/O around
 // them. Handler serves the Confluent Schema Registry's core REST API.
 //
 // The package must never validate messages on the produce path or touch

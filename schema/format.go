@@ -11,6 +11,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"orderlog/internal/apierr"
 )
@@ -21,7 +22,7 @@ type Format string
 const (
 	Avro       Format = "AVRO"
 	JSONSchema Format = "JSON"
-	Protobuf   Format = "PROTOBUF" // not built yet: refused with INVALID_SCHEMA
+	Protobuf   Format = "PROTOBUF"
 )
 
 // ParseFormat reads a schemaType; empty means AVRO, as in Confluent.
@@ -32,7 +33,7 @@ func ParseFormat(s string) (Format, error) {
 	case JSONSchema:
 		return JSONSchema, nil
 	case Protobuf:
-		return "", apierr.New(apierr.InvalidSchema, "schema type PROTOBUF is not supported yet")
+		return Protobuf, nil
 	}
 	return "", apierr.New(apierr.InvalidSchema, "unknown schema type %q", s)
 }
@@ -41,8 +42,9 @@ func ParseFormat(s string) (Format, error) {
 type Parsed struct {
 	Format Format
 	Text   string
-	avro   avro.Schema // Format == Avro
-	json   any         // Format == JSONSchema: the decoded document
+	avro   avro.Schema                 // Format == Avro
+	json   any                         // Format == JSONSchema: the decoded document
+	proto  protoreflect.FileDescriptor // Format == Protobuf
 }
 
 // Parse parses text in format; an error is INVALID_SCHEMA.
@@ -62,6 +64,12 @@ func Parse(format Format, text string) (*Parsed, error) {
 			return nil, errInvalid(format, err)
 		}
 		return &Parsed{Format: format, Text: text, json: doc}, nil
+	case Protobuf:
+		file, err := parseProtobuf(text)
+		if err != nil {
+			return nil, errInvalid(format, err)
+		}
+		return &Parsed{Format: format, Text: text, proto: file}, nil
 	}
 	_, err := ParseFormat(string(format))
 	return nil, err

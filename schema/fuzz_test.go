@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// FuzzParseAndCheck feeds schema text, as any client may send it, to both
-// parsers and, when it parses, to every level against a fixed version in
+// FuzzParseAndCheck feeds schema text, as any client may send it, to the
+// three parsers and, when it parses, to every level against a fixed version in
 // both directions: nothing may panic, and a refusal is an
 // *IncompatibleError.
 func FuzzParseAndCheck(f *testing.F) {
@@ -16,13 +16,18 @@ func FuzzParseAndCheck(f *testing.F) {
 	for _, c := range jsonChanges {
 		f.Add(c.v2)
 	}
+	for _, c := range protobufChanges {
+		f.Add(c.v2)
+	}
 	for _, seed := range []string{``, `{`, `"int"`, `true`, `false`, `{"type":["integer","null"]}`,
 		`{"type":"record","name":"L","fields":[{"name":"next","type":["null","L"]}]}`,
 		`{"properties":{"a":{"items":{"additionalProperties":{"type":"string"}}}}}`} {
 		f.Add(seed)
 	}
 	bases := map[Format]*Parsed{}
-	for format, text := range map[Format]string{Avro: avroRecord(avroID), JSONSchema: jsonObject(true, `"id"`, jsonID)} {
+	for format, text := range map[Format]string{
+		Avro: avroRecord(avroID), JSONSchema: jsonObject(true, `"id"`, jsonID), Protobuf: proto3("int64 id = 1; Line line = 2; message Line { string sku = 1; }"),
+	} {
 		p, err := Parse(format, text)
 		if err != nil {
 			f.Fatal(err)

@@ -119,7 +119,7 @@ func Handler(reg *Registry, authorize Authorize) http.Handler {
 	mux.HandleFunc("GET /subjects/{subject}/versions/{version}", h.serve(h.version))
 	mux.HandleFunc("GET /subjects/{subject}/versions/{version}/schema", h.serve(h.versionText))
 	mux.HandleFunc("GET /schemas/ids/{id}", h.serve(h.byID))
-	mux.HandleFunc("GET /schemas/types", h.serve(func(*http.Request) (any, error) { return []Format{JSONSchema, Avro}, nil }))
+	mux.HandleFunc("GET /schemas/types", h.serve(func(*http.Request) (any, error) { return []Format{JSONSchema, Protobuf, Avro}, nil }))
 	mux.HandleFunc("POST /compatibility/subjects/{subject}/versions", h.serve(h.compatibility))
 	mux.HandleFunc("POST /compatibility/subjects/{subject}/versions/{version}", h.serve(h.compatibility))
 	mux.HandleFunc("GET /config", h.serve(h.getLevel))
