@@ -285,6 +285,9 @@ func TestTheNodesConnectionsAreNotCounted(t *testing.T) {
 	waitFor(t, 10*time.Second, "the node's registered address to be followed", func() bool {
 		return n.s.auth.holdings.peers.has("127.0.0.1")
 	})
+	// Connections accepted before the address was followed (the test's
+	// own, on a loaded machine) stay counted: only new ones must not be.
+	heldBefore := n.s.auth.holdings.connections.Held("127.0.0.1")
 	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: 5 * time.Second}
 	for range 3 * limit {
 		c, err := dialer.Dial("tcp", n.s.GRPCAddr())
@@ -296,8 +299,8 @@ func TestTheNodesConnectionsAreNotCounted(t *testing.T) {
 			t.Fatal("a connection from the node's registered address was closed at accept")
 		}
 	}
-	if held := n.s.auth.holdings.connections.Held("127.0.0.1"); held != 0 {
-		t.Fatalf("%d connections counted for the node's registered address", held)
+	if held := n.s.auth.holdings.connections.Held("127.0.0.1"); held > heldBefore {
+		t.Fatalf("%d connections counted for the node's registered address, %d before", held, heldBefore)
 	}
 	if code := n.produce(t, n.conn, "good"); code != "" {
 		t.Fatalf("the node's own address past the limit: %q", code)

@@ -29,12 +29,15 @@ func codeOf(err error) apierr.Code {
 }
 
 // produceOne sends one frame on a Produce stream and returns its answer's
-// error code ("" when logged). The stream is closed but not read to its
-// end (a refused one is held back up to a second first, which would slow
-// the quota tests' loops): the server may still count it against the
-// principal's stream limit for a moment (see abuseNode.waitStreamsEnded).
+// error code ("" when logged). The stream is cancelled once answered, not
+// read to its end (a refused one is held back up to a second first, which
+// would slow the quota tests' loops): the server may still count it
+// against the principal's stream limit for a moment (see
+// abuseNode.waitStreamsEnded), but not for the hold-back.
 func produceOne(ctx context.Context, t *testing.T, conn *grpc.ClientConn, req *orderlogpb.ProduceRequest) apierr.Code {
 	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stream, err := orderlogpb.NewProducerClient(conn).Produce(ctx)
 	if err != nil {
 		return codeOf(err)

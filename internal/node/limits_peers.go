@@ -52,11 +52,11 @@ func (p *peerAddresses) has(ip string) bool {
 
 // followPeers lists the registrations and follows them until ctx ends;
 // until the first listing, no address is exempt.
-func followPeers(ctx context.Context, cli *clientv3.Client) *peerAddresses {
+func followPeers(ctx context.Context, cli *clientv3.Client, wg *sync.WaitGroup) *peerAddresses {
 	p := &peerAddresses{}
 	p.mu.byKey = map[string][]string{}
 	for _, prefix := range []string{keys.StoresPrefix, keys.IngestPrefix, keys.SeqElection + "/"} {
-		go p.follow(ctx, cli, prefix)
+		wg.Go(func() { p.follow(ctx, cli, prefix) }) // Close waits for them
 	}
 	return p
 }
@@ -86,7 +86,9 @@ func (p *peerAddresses) followOnce(ctx context.Context, cli *clientv3.Client, pr
 		p.note(ctx, string(kv.Key), kv.Value)
 	}
 	p.forgetUnlisted(prefix, listed)
-	watch := cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	// WithRequireLeader: a member cut off from the others ends the watch
+	// (and it starts again elsewhere) instead of going quiet.
+	watch := cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 	for w := range watch {
 		if w.Err() != nil {
 			return

@@ -305,7 +305,7 @@ func (s *Server) start() error {
 		return fmt.Errorf("load credentials: %w", err)
 	}
 	if s.auth.holdings.limits.ConnectionsPerAddress > 0 {
-		s.auth.holdings.peers = followPeers(ctx, s.cli) // limits_peers.go: not counted by the listeners
+		s.auth.holdings.peers = followPeers(ctx, s.cli, &s.watches) // limits_peers.go: not counted by the listeners
 	}
 	s.grpcLis = s.auth.holdings.listener(s.grpcLis) // limits_listen.go
 	s.cfg.Ingest.Authorize = s.auth
