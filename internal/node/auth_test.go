@@ -362,6 +362,23 @@ func serverWithRoot(t *testing.T) (*Server, *grpc.ClientConn, context.Context, s
 	return s, conn, ctx, resp.Secret
 }
 
+// tokenWithACLs creates a token for principal as the caller of ctx (an
+// admin) and adds acls; it returns the token's secret.
+func tokenWithACLs(ctx context.Context, t *testing.T, conn *grpc.ClientConn, principal string, acls ...*orderlogpb.AclEntry) string {
+	t.Helper()
+	authc := orderlogpb.NewAuthClient(conn)
+	resp, err := authc.CreateToken(ctx, &orderlogpb.CreateTokenRequest{Principal: principal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range acls {
+		if _, err := authc.AddAcl(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resp.Secret
+}
+
 // TestTheHolesAReviewFoundAreShut: a group name with an encoded slash, a
 // HEAD request, a group commit over HTTP and a produce frame carrying a
 // group commit all need the read ACL of their topics, as the plain paths
@@ -369,18 +386,8 @@ func serverWithRoot(t *testing.T) (*Server, *grpc.ClientConn, context.Context, s
 func TestTheHolesAReviewFoundAreShut(t *testing.T) {
 	s, conn, ctx, root := serverWithRoot(t)
 	defer s.Close()
-	authc := orderlogpb.NewAuthClient(conn)
 	token := func(principal string, acls ...*orderlogpb.AclEntry) string {
-		resp, err := authc.CreateToken(as(ctx, root), &orderlogpb.CreateTokenRequest{Principal: principal})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range acls {
-			if _, err := authc.AddAcl(as(ctx, root), a); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return resp.Secret
+		return tokenWithACLs(as(ctx, root), t, conn, principal, acls...)
 	}
 	for _, topic := range []string{"secret", "bobs"} {
 		if _, err := orderlogpb.NewAdminClient(conn).CreateTopic(as(ctx, root), &orderlogpb.CreateTopicRequest{Name: topic}); err != nil {

@@ -15,18 +15,8 @@ import (
 func TestSchemaRegistryIsServedUnderV1WithACLs(t *testing.T) {
 	s, conn, ctx, root := serverWithRoot(t)
 	defer s.Close()
-	authc := orderlogpb.NewAuthClient(conn)
 	token := func(principal string, acls ...*orderlogpb.AclEntry) string {
-		resp, err := authc.CreateToken(as(ctx, root), &orderlogpb.CreateTokenRequest{Principal: principal})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, a := range acls {
-			if _, err := authc.AddAcl(as(ctx, root), a); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return resp.Secret
+		return tokenWithACLs(as(ctx, root), t, conn, principal, acls...)
 	}
 	alice := token("alice", &orderlogpb.AclEntry{Principal: "alice", Topic: "orders", Operation: "read"})
 	bob := token("bob", &orderlogpb.AclEntry{Principal: "bob", Topic: "orders", Operation: "admin"})
