@@ -140,8 +140,11 @@ type Message struct {
 	Value   []byte    `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
 	Headers []*Header `protobuf:"bytes,4,rep,name=headers,proto3" json:"headers,omitempty"`
 	// Microseconds since the Unix epoch as the client saw it; 0 = not given.
-	ClientTimeUs  int64  `protobuf:"varint,5,opt,name=client_time_us,json=clientTimeUs,proto3" json:"client_time_us,omitempty"`
-	MessageId     []byte `protobuf:"bytes,6,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	ClientTimeUs int64  `protobuf:"varint,5,opt,name=client_time_us,json=clientTimeUs,proto3" json:"client_time_us,omitempty"`
+	MessageId    []byte `protobuf:"bytes,6,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// The global id of the schema (schema registry) the value is written in;
+	// 0 = none. Checked on produce when the topic's validation asks for it.
+	SchemaId      uint32 `protobuf:"varint,7,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -216,6 +219,13 @@ func (x *Message) GetMessageId() []byte {
 		return x.MessageId
 	}
 	return nil
+}
+
+func (x *Message) GetSchemaId() uint32 {
+	if x != nil {
+		return x.SchemaId
+	}
+	return 0
 }
 
 type InitProducerRequest struct {
@@ -3387,6 +3397,608 @@ func (x *ListQuotasResponse) GetQuotas() []*Quota {
 	return nil
 }
 
+// The schema registry (docs/schemas.md): a topic's schemas are the versions
+// of the subject named like the topic. The same registry is served over
+// HTTP under /v1/schemas/ in the shape Confluent clients speak.
+type SchemaVersion struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Subject string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	// 1..n within the subject.
+	Version int32 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The global schema id, as messages carry it.
+	Id uint32 `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
+	// "AVRO", "JSON" or "PROTOBUF".
+	Format        string `protobuf:"bytes,4,opt,name=format,proto3" json:"format,omitempty"`
+	Text          string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaVersion) Reset() {
+	*x = SchemaVersion{}
+	mi := &file_orderlog_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaVersion) ProtoMessage() {}
+
+func (x *SchemaVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaVersion.ProtoReflect.Descriptor instead.
+func (*SchemaVersion) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *SchemaVersion) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *SchemaVersion) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SchemaVersion) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SchemaVersion) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *SchemaVersion) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type RegisterSchemaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subject       string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	Format        string                 `protobuf:"bytes,2,opt,name=format,proto3" json:"format,omitempty"`
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterSchemaRequest) Reset() {
+	*x = RegisterSchemaRequest{}
+	mi := &file_orderlog_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterSchemaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterSchemaRequest) ProtoMessage() {}
+
+func (x *RegisterSchemaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterSchemaRequest.ProtoReflect.Descriptor instead.
+func (*RegisterSchemaRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RegisterSchemaRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *RegisterSchemaRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *RegisterSchemaRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type ListSubjectsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSubjectsRequest) Reset() {
+	*x = ListSubjectsRequest{}
+	mi := &file_orderlog_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSubjectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSubjectsRequest) ProtoMessage() {}
+
+func (x *ListSubjectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSubjectsRequest.ProtoReflect.Descriptor instead.
+func (*ListSubjectsRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{54}
+}
+
+type ListSubjectsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subjects      []string               `protobuf:"bytes,1,rep,name=subjects,proto3" json:"subjects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSubjectsResponse) Reset() {
+	*x = ListSubjectsResponse{}
+	mi := &file_orderlog_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSubjectsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSubjectsResponse) ProtoMessage() {}
+
+func (x *ListSubjectsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSubjectsResponse.ProtoReflect.Descriptor instead.
+func (*ListSubjectsResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ListSubjectsResponse) GetSubjects() []string {
+	if x != nil {
+		return x.Subjects
+	}
+	return nil
+}
+
+type ListSchemaVersionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subject       string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchemaVersionsRequest) Reset() {
+	*x = ListSchemaVersionsRequest{}
+	mi := &file_orderlog_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchemaVersionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchemaVersionsRequest) ProtoMessage() {}
+
+func (x *ListSchemaVersionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchemaVersionsRequest.ProtoReflect.Descriptor instead.
+func (*ListSchemaVersionsRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ListSchemaVersionsRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+type ListSchemaVersionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Versions      []*SchemaVersion       `protobuf:"bytes,1,rep,name=versions,proto3" json:"versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchemaVersionsResponse) Reset() {
+	*x = ListSchemaVersionsResponse{}
+	mi := &file_orderlog_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchemaVersionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchemaVersionsResponse) ProtoMessage() {}
+
+func (x *ListSchemaVersionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchemaVersionsResponse.ProtoReflect.Descriptor instead.
+func (*ListSchemaVersionsResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ListSchemaVersionsResponse) GetVersions() []*SchemaVersion {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+// Either id, or subject with version (0 or -1: the latest).
+type GetSchemaRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subject       string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	Version       int32                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Id            uint32                 `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSchemaRequest) Reset() {
+	*x = GetSchemaRequest{}
+	mi := &file_orderlog_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSchemaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSchemaRequest) ProtoMessage() {}
+
+func (x *GetSchemaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSchemaRequest.ProtoReflect.Descriptor instead.
+func (*GetSchemaRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *GetSchemaRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *GetSchemaRequest) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *GetSchemaRequest) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+type CheckSchemaRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Subject string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	// 0: against every version the subject's level looks at.
+	Version       int32  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Format        string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
+	Text          string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckSchemaRequest) Reset() {
+	*x = CheckSchemaRequest{}
+	mi := &file_orderlog_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckSchemaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckSchemaRequest) ProtoMessage() {}
+
+func (x *CheckSchemaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckSchemaRequest.ProtoReflect.Descriptor instead.
+func (*CheckSchemaRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *CheckSchemaRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *CheckSchemaRequest) GetVersion() int32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CheckSchemaRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *CheckSchemaRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type CheckSchemaResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Compatible bool                   `protobuf:"varint,1,opt,name=compatible,proto3" json:"compatible,omitempty"`
+	// Why not, naming the incompatibility.
+	Messages      []string `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckSchemaResponse) Reset() {
+	*x = CheckSchemaResponse{}
+	mi := &file_orderlog_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckSchemaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckSchemaResponse) ProtoMessage() {}
+
+func (x *CheckSchemaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckSchemaResponse.ProtoReflect.Descriptor instead.
+func (*CheckSchemaResponse) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *CheckSchemaResponse) GetCompatible() bool {
+	if x != nil {
+		return x.Compatible
+	}
+	return false
+}
+
+func (x *CheckSchemaResponse) GetMessages() []string {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+type GetSchemaConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "" for the global configuration.
+	Subject       string `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSchemaConfigRequest) Reset() {
+	*x = GetSchemaConfigRequest{}
+	mi := &file_orderlog_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSchemaConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSchemaConfigRequest) ProtoMessage() {}
+
+func (x *GetSchemaConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSchemaConfigRequest.ProtoReflect.Descriptor instead.
+func (*GetSchemaConfigRequest) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *GetSchemaConfigRequest) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+// A subject's configuration. compatibility: NONE, BACKWARD, FORWARD, FULL
+// or a _TRANSITIVE form; validation: "none", "warn" or "strict" (what
+// produce does with messages of the topic named like the subject).
+// Setting: an empty field leaves that setting as it is.
+type SchemaConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subject       string                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	Compatibility string                 `protobuf:"bytes,2,opt,name=compatibility,proto3" json:"compatibility,omitempty"`
+	Validation    string                 `protobuf:"bytes,3,opt,name=validation,proto3" json:"validation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchemaConfig) Reset() {
+	*x = SchemaConfig{}
+	mi := &file_orderlog_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchemaConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchemaConfig) ProtoMessage() {}
+
+func (x *SchemaConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_orderlog_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchemaConfig.ProtoReflect.Descriptor instead.
+func (*SchemaConfig) Descriptor() ([]byte, []int) {
+	return file_orderlog_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *SchemaConfig) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *SchemaConfig) GetCompatibility() string {
+	if x != nil {
+		return x.Compatibility
+	}
+	return ""
+}
+
+func (x *SchemaConfig) GetValidation() string {
+	if x != nil {
+		return x.Validation
+	}
+	return ""
+}
+
 var File_orderlog_proto protoreflect.FileDescriptor
 
 const file_orderlog_proto_rawDesc = "" +
@@ -3394,7 +4006,7 @@ const file_orderlog_proto_rawDesc = "" +
 	"\x0eorderlog.proto\x12\vorderlog.v1\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xbb\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xd8\x01\n" +
 	"\aMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
@@ -3402,7 +4014,8 @@ const file_orderlog_proto_rawDesc = "" +
 	"\aheaders\x18\x04 \x03(\v2\x13.orderlog.v1.HeaderR\aheaders\x12$\n" +
 	"\x0eclient_time_us\x18\x05 \x01(\x03R\fclientTimeUs\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x06 \x01(\fR\tmessageId\")\n" +
+	"message_id\x18\x06 \x01(\fR\tmessageId\x12\x1b\n" +
+	"\tschema_id\x18\a \x01(\rR\bschemaId\")\n" +
 	"\x13InitProducerRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x9e\x01\n" +
 	"\x14InitProducerResponse\x12\x1f\n" +
@@ -3659,7 +4272,46 @@ const file_orderlog_proto_rawDesc = "" +
 	"\x10SetQuotaResponse\"\x13\n" +
 	"\x11ListQuotasRequest\"@\n" +
 	"\x12ListQuotasResponse\x12*\n" +
-	"\x06quotas\x18\x01 \x03(\v2\x12.orderlog.v1.QuotaR\x06quotas*M\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x12.orderlog.v1.QuotaR\x06quotas\"\x7f\n" +
+	"\rSchemaVersion\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\rR\x02id\x12\x16\n" +
+	"\x06format\x18\x04 \x01(\tR\x06format\x12\x12\n" +
+	"\x04text\x18\x05 \x01(\tR\x04text\"]\n" +
+	"\x15RegisterSchemaRequest\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x16\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\"\x15\n" +
+	"\x13ListSubjectsRequest\"2\n" +
+	"\x14ListSubjectsResponse\x12\x1a\n" +
+	"\bsubjects\x18\x01 \x03(\tR\bsubjects\"5\n" +
+	"\x19ListSchemaVersionsRequest\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\"T\n" +
+	"\x1aListSchemaVersionsResponse\x126\n" +
+	"\bversions\x18\x01 \x03(\v2\x1a.orderlog.v1.SchemaVersionR\bversions\"V\n" +
+	"\x10GetSchemaRequest\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\rR\x02id\"t\n" +
+	"\x12CheckSchemaRequest\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x05R\aversion\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\tR\x06format\x12\x12\n" +
+	"\x04text\x18\x04 \x01(\tR\x04text\"Q\n" +
+	"\x13CheckSchemaResponse\x12\x1e\n" +
+	"\n" +
+	"compatible\x18\x01 \x01(\bR\n" +
+	"compatible\x12\x1a\n" +
+	"\bmessages\x18\x02 \x03(\tR\bmessages\"2\n" +
+	"\x16GetSchemaConfigRequest\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\"n\n" +
+	"\fSchemaConfig\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\tR\asubject\x12$\n" +
+	"\rcompatibility\x18\x02 \x01(\tR\rcompatibility\x12\x1e\n" +
+	"\n" +
+	"validation\x18\x03 \x01(\tR\n" +
+	"validation*M\n" +
 	"\aAckMode\x12\x14\n" +
 	"\x10ACK_MODE_DEFAULT\x10\x00\x12\x13\n" +
 	"\x0fACK_MODE_LEADER\x10\x01\x12\x17\n" +
@@ -3691,7 +4343,15 @@ const file_orderlog_proto_rawDesc = "" +
 	"ListTokens\x12\x1e.orderlog.v1.ListTokensRequest\x1a\x1f.orderlog.v1.ListTokensResponse\x12<\n" +
 	"\x06AddAcl\x12\x15.orderlog.v1.AclEntry\x1a\x1b.orderlog.v1.AddAclResponse\x12B\n" +
 	"\tRemoveAcl\x12\x15.orderlog.v1.AclEntry\x1a\x1e.orderlog.v1.RemoveAclResponse\x12G\n" +
-	"\bListAcls\x12\x1c.orderlog.v1.ListAclsRequest\x1a\x1d.orderlog.v1.ListAclsResponseB\x1bZ\x19orderlog/proto/orderlogpbb\x06proto3"
+	"\bListAcls\x12\x1c.orderlog.v1.ListAclsRequest\x1a\x1d.orderlog.v1.ListAclsResponse2\xcd\x04\n" +
+	"\aSchemas\x12P\n" +
+	"\x0eRegisterSchema\x12\".orderlog.v1.RegisterSchemaRequest\x1a\x1a.orderlog.v1.SchemaVersion\x12S\n" +
+	"\fListSubjects\x12 .orderlog.v1.ListSubjectsRequest\x1a!.orderlog.v1.ListSubjectsResponse\x12e\n" +
+	"\x12ListSchemaVersions\x12&.orderlog.v1.ListSchemaVersionsRequest\x1a'.orderlog.v1.ListSchemaVersionsResponse\x12F\n" +
+	"\tGetSchema\x12\x1d.orderlog.v1.GetSchemaRequest\x1a\x1a.orderlog.v1.SchemaVersion\x12P\n" +
+	"\vCheckSchema\x12\x1f.orderlog.v1.CheckSchemaRequest\x1a .orderlog.v1.CheckSchemaResponse\x12Q\n" +
+	"\x0fGetSchemaConfig\x12#.orderlog.v1.GetSchemaConfigRequest\x1a\x19.orderlog.v1.SchemaConfig\x12G\n" +
+	"\x0fSetSchemaConfig\x12\x19.orderlog.v1.SchemaConfig\x1a\x19.orderlog.v1.SchemaConfigB\x1bZ\x19orderlog/proto/orderlogpbb\x06proto3"
 
 var (
 	file_orderlog_proto_rawDescOnce sync.Once
@@ -3706,61 +4366,72 @@ func file_orderlog_proto_rawDescGZIP() []byte {
 }
 
 var file_orderlog_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_orderlog_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_orderlog_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_orderlog_proto_goTypes = []any{
-	(AckMode)(0),                   // 0: orderlog.v1.AckMode
-	(*Header)(nil),                 // 1: orderlog.v1.Header
-	(*Message)(nil),                // 2: orderlog.v1.Message
-	(*InitProducerRequest)(nil),    // 3: orderlog.v1.InitProducerRequest
-	(*InitProducerResponse)(nil),   // 4: orderlog.v1.InitProducerResponse
-	(*ProduceRequest)(nil),         // 5: orderlog.v1.ProduceRequest
-	(*Ack)(nil),                    // 6: orderlog.v1.Ack
-	(*ProduceResponse)(nil),        // 7: orderlog.v1.ProduceResponse
-	(*StoredMessage)(nil),          // 8: orderlog.v1.StoredMessage
-	(*SkippedRange)(nil),           // 9: orderlog.v1.SkippedRange
-	(*ReadRequest)(nil),            // 10: orderlog.v1.ReadRequest
-	(*TailRequest)(nil),            // 11: orderlog.v1.TailRequest
-	(*QueryRequest)(nil),           // 12: orderlog.v1.QueryRequest
-	(*ReadResponse)(nil),           // 13: orderlog.v1.ReadResponse
-	(*StatusRequest)(nil),          // 14: orderlog.v1.StatusRequest
-	(*StatusResponse)(nil),         // 15: orderlog.v1.StatusResponse
-	(*Topic)(nil),                  // 16: orderlog.v1.Topic
-	(*TopicConfig)(nil),            // 17: orderlog.v1.TopicConfig
-	(*CreateTopicRequest)(nil),     // 18: orderlog.v1.CreateTopicRequest
-	(*ListTopicsRequest)(nil),      // 19: orderlog.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),     // 20: orderlog.v1.ListTopicsResponse
-	(*ListPartitionsRequest)(nil),  // 21: orderlog.v1.ListPartitionsRequest
-	(*PartitionInfo)(nil),          // 22: orderlog.v1.PartitionInfo
-	(*ListPartitionsResponse)(nil), // 23: orderlog.v1.ListPartitionsResponse
-	(*PartitionOffset)(nil),        // 24: orderlog.v1.PartitionOffset
-	(*GroupCommit)(nil),            // 25: orderlog.v1.GroupCommit
-	(*JoinGroup)(nil),              // 26: orderlog.v1.JoinGroup
-	(*ConsumeRequest)(nil),         // 27: orderlog.v1.ConsumeRequest
-	(*Assignment)(nil),             // 28: orderlog.v1.Assignment
-	(*ConsumeBatch)(nil),           // 29: orderlog.v1.ConsumeBatch
-	(*CommitResult)(nil),           // 30: orderlog.v1.CommitResult
-	(*ConsumeResponse)(nil),        // 31: orderlog.v1.ConsumeResponse
-	(*CommitOffsetsResponse)(nil),  // 32: orderlog.v1.CommitOffsetsResponse
-	(*DescribeGroupRequest)(nil),   // 33: orderlog.v1.DescribeGroupRequest
-	(*GroupMember)(nil),            // 34: orderlog.v1.GroupMember
-	(*PartitionLag)(nil),           // 35: orderlog.v1.PartitionLag
-	(*GroupDescription)(nil),       // 36: orderlog.v1.GroupDescription
-	(*CreateTokenRequest)(nil),     // 37: orderlog.v1.CreateTokenRequest
-	(*TokenInfo)(nil),              // 38: orderlog.v1.TokenInfo
-	(*CreateTokenResponse)(nil),    // 39: orderlog.v1.CreateTokenResponse
-	(*RevokeTokenRequest)(nil),     // 40: orderlog.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil),    // 41: orderlog.v1.RevokeTokenResponse
-	(*ListTokensRequest)(nil),      // 42: orderlog.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),     // 43: orderlog.v1.ListTokensResponse
-	(*AclEntry)(nil),               // 44: orderlog.v1.AclEntry
-	(*AddAclResponse)(nil),         // 45: orderlog.v1.AddAclResponse
-	(*RemoveAclResponse)(nil),      // 46: orderlog.v1.RemoveAclResponse
-	(*ListAclsRequest)(nil),        // 47: orderlog.v1.ListAclsRequest
-	(*ListAclsResponse)(nil),       // 48: orderlog.v1.ListAclsResponse
-	(*Quota)(nil),                  // 49: orderlog.v1.Quota
-	(*SetQuotaResponse)(nil),       // 50: orderlog.v1.SetQuotaResponse
-	(*ListQuotasRequest)(nil),      // 51: orderlog.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),     // 52: orderlog.v1.ListQuotasResponse
+	(AckMode)(0),                       // 0: orderlog.v1.AckMode
+	(*Header)(nil),                     // 1: orderlog.v1.Header
+	(*Message)(nil),                    // 2: orderlog.v1.Message
+	(*InitProducerRequest)(nil),        // 3: orderlog.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),       // 4: orderlog.v1.InitProducerResponse
+	(*ProduceRequest)(nil),             // 5: orderlog.v1.ProduceRequest
+	(*Ack)(nil),                        // 6: orderlog.v1.Ack
+	(*ProduceResponse)(nil),            // 7: orderlog.v1.ProduceResponse
+	(*StoredMessage)(nil),              // 8: orderlog.v1.StoredMessage
+	(*SkippedRange)(nil),               // 9: orderlog.v1.SkippedRange
+	(*ReadRequest)(nil),                // 10: orderlog.v1.ReadRequest
+	(*TailRequest)(nil),                // 11: orderlog.v1.TailRequest
+	(*QueryRequest)(nil),               // 12: orderlog.v1.QueryRequest
+	(*ReadResponse)(nil),               // 13: orderlog.v1.ReadResponse
+	(*StatusRequest)(nil),              // 14: orderlog.v1.StatusRequest
+	(*StatusResponse)(nil),             // 15: orderlog.v1.StatusResponse
+	(*Topic)(nil),                      // 16: orderlog.v1.Topic
+	(*TopicConfig)(nil),                // 17: orderlog.v1.TopicConfig
+	(*CreateTopicRequest)(nil),         // 18: orderlog.v1.CreateTopicRequest
+	(*ListTopicsRequest)(nil),          // 19: orderlog.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),         // 20: orderlog.v1.ListTopicsResponse
+	(*ListPartitionsRequest)(nil),      // 21: orderlog.v1.ListPartitionsRequest
+	(*PartitionInfo)(nil),              // 22: orderlog.v1.PartitionInfo
+	(*ListPartitionsResponse)(nil),     // 23: orderlog.v1.ListPartitionsResponse
+	(*PartitionOffset)(nil),            // 24: orderlog.v1.PartitionOffset
+	(*GroupCommit)(nil),                // 25: orderlog.v1.GroupCommit
+	(*JoinGroup)(nil),                  // 26: orderlog.v1.JoinGroup
+	(*ConsumeRequest)(nil),             // 27: orderlog.v1.ConsumeRequest
+	(*Assignment)(nil),                 // 28: orderlog.v1.Assignment
+	(*ConsumeBatch)(nil),               // 29: orderlog.v1.ConsumeBatch
+	(*CommitResult)(nil),               // 30: orderlog.v1.CommitResult
+	(*ConsumeResponse)(nil),            // 31: orderlog.v1.ConsumeResponse
+	(*CommitOffsetsResponse)(nil),      // 32: orderlog.v1.CommitOffsetsResponse
+	(*DescribeGroupRequest)(nil),       // 33: orderlog.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                // 34: orderlog.v1.GroupMember
+	(*PartitionLag)(nil),               // 35: orderlog.v1.PartitionLag
+	(*GroupDescription)(nil),           // 36: orderlog.v1.GroupDescription
+	(*CreateTokenRequest)(nil),         // 37: orderlog.v1.CreateTokenRequest
+	(*TokenInfo)(nil),                  // 38: orderlog.v1.TokenInfo
+	(*CreateTokenResponse)(nil),        // 39: orderlog.v1.CreateTokenResponse
+	(*RevokeTokenRequest)(nil),         // 40: orderlog.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),        // 41: orderlog.v1.RevokeTokenResponse
+	(*ListTokensRequest)(nil),          // 42: orderlog.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),         // 43: orderlog.v1.ListTokensResponse
+	(*AclEntry)(nil),                   // 44: orderlog.v1.AclEntry
+	(*AddAclResponse)(nil),             // 45: orderlog.v1.AddAclResponse
+	(*RemoveAclResponse)(nil),          // 46: orderlog.v1.RemoveAclResponse
+	(*ListAclsRequest)(nil),            // 47: orderlog.v1.ListAclsRequest
+	(*ListAclsResponse)(nil),           // 48: orderlog.v1.ListAclsResponse
+	(*Quota)(nil),                      // 49: orderlog.v1.Quota
+	(*SetQuotaResponse)(nil),           // 50: orderlog.v1.SetQuotaResponse
+	(*ListQuotasRequest)(nil),          // 51: orderlog.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),         // 52: orderlog.v1.ListQuotasResponse
+	(*SchemaVersion)(nil),              // 53: orderlog.v1.SchemaVersion
+	(*RegisterSchemaRequest)(nil),      // 54: orderlog.v1.RegisterSchemaRequest
+	(*ListSubjectsRequest)(nil),        // 55: orderlog.v1.ListSubjectsRequest
+	(*ListSubjectsResponse)(nil),       // 56: orderlog.v1.ListSubjectsResponse
+	(*ListSchemaVersionsRequest)(nil),  // 57: orderlog.v1.ListSchemaVersionsRequest
+	(*ListSchemaVersionsResponse)(nil), // 58: orderlog.v1.ListSchemaVersionsResponse
+	(*GetSchemaRequest)(nil),           // 59: orderlog.v1.GetSchemaRequest
+	(*CheckSchemaRequest)(nil),         // 60: orderlog.v1.CheckSchemaRequest
+	(*CheckSchemaResponse)(nil),        // 61: orderlog.v1.CheckSchemaResponse
+	(*GetSchemaConfigRequest)(nil),     // 62: orderlog.v1.GetSchemaConfigRequest
+	(*SchemaConfig)(nil),               // 63: orderlog.v1.SchemaConfig
 }
 var file_orderlog_proto_depIdxs = []int32{
 	1,  // 0: orderlog.v1.Message.headers:type_name -> orderlog.v1.Header
@@ -3791,51 +4462,66 @@ var file_orderlog_proto_depIdxs = []int32{
 	38, // 25: orderlog.v1.ListTokensResponse.tokens:type_name -> orderlog.v1.TokenInfo
 	44, // 26: orderlog.v1.ListAclsResponse.entries:type_name -> orderlog.v1.AclEntry
 	49, // 27: orderlog.v1.ListQuotasResponse.quotas:type_name -> orderlog.v1.Quota
-	3,  // 28: orderlog.v1.Producer.InitProducer:input_type -> orderlog.v1.InitProducerRequest
-	5,  // 29: orderlog.v1.Producer.Produce:input_type -> orderlog.v1.ProduceRequest
-	10, // 30: orderlog.v1.Reader.Read:input_type -> orderlog.v1.ReadRequest
-	11, // 31: orderlog.v1.Reader.Tail:input_type -> orderlog.v1.TailRequest
-	12, // 32: orderlog.v1.Reader.Query:input_type -> orderlog.v1.QueryRequest
-	14, // 33: orderlog.v1.Admin.Status:input_type -> orderlog.v1.StatusRequest
-	18, // 34: orderlog.v1.Admin.CreateTopic:input_type -> orderlog.v1.CreateTopicRequest
-	19, // 35: orderlog.v1.Admin.ListTopics:input_type -> orderlog.v1.ListTopicsRequest
-	21, // 36: orderlog.v1.Admin.ListPartitions:input_type -> orderlog.v1.ListPartitionsRequest
-	27, // 37: orderlog.v1.Consumer.Consume:input_type -> orderlog.v1.ConsumeRequest
-	25, // 38: orderlog.v1.Consumer.CommitOffsets:input_type -> orderlog.v1.GroupCommit
-	33, // 39: orderlog.v1.Consumer.DescribeGroup:input_type -> orderlog.v1.DescribeGroupRequest
-	49, // 40: orderlog.v1.Auth.SetQuota:input_type -> orderlog.v1.Quota
-	51, // 41: orderlog.v1.Auth.ListQuotas:input_type -> orderlog.v1.ListQuotasRequest
-	37, // 42: orderlog.v1.Auth.CreateToken:input_type -> orderlog.v1.CreateTokenRequest
-	40, // 43: orderlog.v1.Auth.RevokeToken:input_type -> orderlog.v1.RevokeTokenRequest
-	42, // 44: orderlog.v1.Auth.ListTokens:input_type -> orderlog.v1.ListTokensRequest
-	44, // 45: orderlog.v1.Auth.AddAcl:input_type -> orderlog.v1.AclEntry
-	44, // 46: orderlog.v1.Auth.RemoveAcl:input_type -> orderlog.v1.AclEntry
-	47, // 47: orderlog.v1.Auth.ListAcls:input_type -> orderlog.v1.ListAclsRequest
-	4,  // 48: orderlog.v1.Producer.InitProducer:output_type -> orderlog.v1.InitProducerResponse
-	7,  // 49: orderlog.v1.Producer.Produce:output_type -> orderlog.v1.ProduceResponse
-	13, // 50: orderlog.v1.Reader.Read:output_type -> orderlog.v1.ReadResponse
-	13, // 51: orderlog.v1.Reader.Tail:output_type -> orderlog.v1.ReadResponse
-	13, // 52: orderlog.v1.Reader.Query:output_type -> orderlog.v1.ReadResponse
-	15, // 53: orderlog.v1.Admin.Status:output_type -> orderlog.v1.StatusResponse
-	16, // 54: orderlog.v1.Admin.CreateTopic:output_type -> orderlog.v1.Topic
-	20, // 55: orderlog.v1.Admin.ListTopics:output_type -> orderlog.v1.ListTopicsResponse
-	23, // 56: orderlog.v1.Admin.ListPartitions:output_type -> orderlog.v1.ListPartitionsResponse
-	31, // 57: orderlog.v1.Consumer.Consume:output_type -> orderlog.v1.ConsumeResponse
-	32, // 58: orderlog.v1.Consumer.CommitOffsets:output_type -> orderlog.v1.CommitOffsetsResponse
-	36, // 59: orderlog.v1.Consumer.DescribeGroup:output_type -> orderlog.v1.GroupDescription
-	50, // 60: orderlog.v1.Auth.SetQuota:output_type -> orderlog.v1.SetQuotaResponse
-	52, // 61: orderlog.v1.Auth.ListQuotas:output_type -> orderlog.v1.ListQuotasResponse
-	39, // 62: orderlog.v1.Auth.CreateToken:output_type -> orderlog.v1.CreateTokenResponse
-	41, // 63: orderlog.v1.Auth.RevokeToken:output_type -> orderlog.v1.RevokeTokenResponse
-	43, // 64: orderlog.v1.Auth.ListTokens:output_type -> orderlog.v1.ListTokensResponse
-	45, // 65: orderlog.v1.Auth.AddAcl:output_type -> orderlog.v1.AddAclResponse
-	46, // 66: orderlog.v1.Auth.RemoveAcl:output_type -> orderlog.v1.RemoveAclResponse
-	48, // 67: orderlog.v1.Auth.ListAcls:output_type -> orderlog.v1.ListAclsResponse
-	48, // [48:68] is the sub-list for method output_type
-	28, // [28:48] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	53, // 28: orderlog.v1.ListSchemaVersionsResponse.versions:type_name -> orderlog.v1.SchemaVersion
+	3,  // 29: orderlog.v1.Producer.InitProducer:input_type -> orderlog.v1.InitProducerRequest
+	5,  // 30: orderlog.v1.Producer.Produce:input_type -> orderlog.v1.ProduceRequest
+	10, // 31: orderlog.v1.Reader.Read:input_type -> orderlog.v1.ReadRequest
+	11, // 32: orderlog.v1.Reader.Tail:input_type -> orderlog.v1.TailRequest
+	12, // 33: orderlog.v1.Reader.Query:input_type -> orderlog.v1.QueryRequest
+	14, // 34: orderlog.v1.Admin.Status:input_type -> orderlog.v1.StatusRequest
+	18, // 35: orderlog.v1.Admin.CreateTopic:input_type -> orderlog.v1.CreateTopicRequest
+	19, // 36: orderlog.v1.Admin.ListTopics:input_type -> orderlog.v1.ListTopicsRequest
+	21, // 37: orderlog.v1.Admin.ListPartitions:input_type -> orderlog.v1.ListPartitionsRequest
+	27, // 38: orderlog.v1.Consumer.Consume:input_type -> orderlog.v1.ConsumeRequest
+	25, // 39: orderlog.v1.Consumer.CommitOffsets:input_type -> orderlog.v1.GroupCommit
+	33, // 40: orderlog.v1.Consumer.DescribeGroup:input_type -> orderlog.v1.DescribeGroupRequest
+	49, // 41: orderlog.v1.Auth.SetQuota:input_type -> orderlog.v1.Quota
+	51, // 42: orderlog.v1.Auth.ListQuotas:input_type -> orderlog.v1.ListQuotasRequest
+	37, // 43: orderlog.v1.Auth.CreateToken:input_type -> orderlog.v1.CreateTokenRequest
+	40, // 44: orderlog.v1.Auth.RevokeToken:input_type -> orderlog.v1.RevokeTokenRequest
+	42, // 45: orderlog.v1.Auth.ListTokens:input_type -> orderlog.v1.ListTokensRequest
+	44, // 46: orderlog.v1.Auth.AddAcl:input_type -> orderlog.v1.AclEntry
+	44, // 47: orderlog.v1.Auth.RemoveAcl:input_type -> orderlog.v1.AclEntry
+	47, // 48: orderlog.v1.Auth.ListAcls:input_type -> orderlog.v1.ListAclsRequest
+	54, // 49: orderlog.v1.Schemas.RegisterSchema:input_type -> orderlog.v1.RegisterSchemaRequest
+	55, // 50: orderlog.v1.Schemas.ListSubjects:input_type -> orderlog.v1.ListSubjectsRequest
+	57, // 51: orderlog.v1.Schemas.ListSchemaVersions:input_type -> orderlog.v1.ListSchemaVersionsRequest
+	59, // 52: orderlog.v1.Schemas.GetSchema:input_type -> orderlog.v1.GetSchemaRequest
+	60, // 53: orderlog.v1.Schemas.CheckSchema:input_type -> orderlog.v1.CheckSchemaRequest
+	62, // 54: orderlog.v1.Schemas.GetSchemaConfig:input_type -> orderlog.v1.GetSchemaConfigRequest
+	63, // 55: orderlog.v1.Schemas.SetSchemaConfig:input_type -> orderlog.v1.SchemaConfig
+	4,  // 56: orderlog.v1.Producer.InitProducer:output_type -> orderlog.v1.InitProducerResponse
+	7,  // 57: orderlog.v1.Producer.Produce:output_type -> orderlog.v1.ProduceResponse
+	13, // 58: orderlog.v1.Reader.Read:output_type -> orderlog.v1.ReadResponse
+	13, // 59: orderlog.v1.Reader.Tail:output_type -> orderlog.v1.ReadResponse
+	13, // 60: orderlog.v1.Reader.Query:output_type -> orderlog.v1.ReadResponse
+	15, // 61: orderlog.v1.Admin.Status:output_type -> orderlog.v1.StatusResponse
+	16, // 62: orderlog.v1.Admin.CreateTopic:output_type -> orderlog.v1.Topic
+	20, // 63: orderlog.v1.Admin.ListTopics:output_type -> orderlog.v1.ListTopicsResponse
+	23, // 64: orderlog.v1.Admin.ListPartitions:output_type -> orderlog.v1.ListPartitionsResponse
+	31, // 65: orderlog.v1.Consumer.Consume:output_type -> orderlog.v1.ConsumeResponse
+	32, // 66: orderlog.v1.Consumer.CommitOffsets:output_type -> orderlog.v1.CommitOffsetsResponse
+	36, // 67: orderlog.v1.Consumer.DescribeGroup:output_type -> orderlog.v1.GroupDescription
+	50, // 68: orderlog.v1.Auth.SetQuota:output_type -> orderlog.v1.SetQuotaResponse
+	52, // 69: orderlog.v1.Auth.ListQuotas:output_type -> orderlog.v1.ListQuotasResponse
+	39, // 70: orderlog.v1.Auth.CreateToken:output_type -> orderlog.v1.CreateTokenResponse
+	41, // 71: orderlog.v1.Auth.RevokeToken:output_type -> orderlog.v1.RevokeTokenResponse
+	43, // 72: orderlog.v1.Auth.ListTokens:output_type -> orderlog.v1.ListTokensResponse
+	45, // 73: orderlog.v1.Auth.AddAcl:output_type -> orderlog.v1.AddAclResponse
+	46, // 74: orderlog.v1.Auth.RemoveAcl:output_type -> orderlog.v1.RemoveAclResponse
+	48, // 75: orderlog.v1.Auth.ListAcls:output_type -> orderlog.v1.ListAclsResponse
+	53, // 76: orderlog.v1.Schemas.RegisterSchema:output_type -> orderlog.v1.SchemaVersion
+	56, // 77: orderlog.v1.Schemas.ListSubjects:output_type -> orderlog.v1.ListSubjectsResponse
+	58, // 78: orderlog.v1.Schemas.ListSchemaVersions:output_type -> orderlog.v1.ListSchemaVersionsResponse
+	53, // 79: orderlog.v1.Schemas.GetSchema:output_type -> orderlog.v1.SchemaVersion
+	61, // 80: orderlog.v1.Schemas.CheckSchema:output_type -> orderlog.v1.CheckSchemaResponse
+	63, // 81: orderlog.v1.Schemas.GetSchemaConfig:output_type -> orderlog.v1.SchemaConfig
+	63, // 82: orderlog.v1.Schemas.SetSchemaConfig:output_type -> orderlog.v1.SchemaConfig
+	56, // [56:83] is the sub-list for method output_type
+	29, // [29:56] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_orderlog_proto_init() }
@@ -3861,9 +4547,9 @@ func file_orderlog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_orderlog_proto_rawDesc), len(file_orderlog_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   52,
+			NumMessages:   63,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   6,
 		},
 		GoTypes:           file_orderlog_proto_goTypes,
 		DependencyIndexes: file_orderlog_proto_depIdxs,

@@ -1111,3 +1111,333 @@ var Auth_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "orderlog.proto",
 }
+
+const (
+	Schemas_RegisterSchema_FullMethodName     = "/orderlog.v1.Schemas/RegisterSchema"
+	Schemas_ListSubjects_FullMethodName       = "/orderlog.v1.Schemas/ListSubjects"
+	Schemas_ListSchemaVersions_FullMethodName = "/orderlog.v1.Schemas/ListSchemaVersions"
+	Schemas_GetSchema_FullMethodName          = "/orderlog.v1.Schemas/GetSchema"
+	Schemas_CheckSchema_FullMethodName        = "/orderlog.v1.Schemas/CheckSchema"
+	Schemas_GetSchemaConfig_FullMethodName    = "/orderlog.v1.Schemas/GetSchemaConfig"
+	Schemas_SetSchemaConfig_FullMethodName    = "/orderlog.v1.Schemas/SetSchemaConfig"
+)
+
+// SchemasClient is the client API for Schemas service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type SchemasClient interface {
+	RegisterSchema(ctx context.Context, in *RegisterSchemaRequest, opts ...grpc.CallOption) (*SchemaVersion, error)
+	ListSubjects(ctx context.Context, in *ListSubjectsRequest, opts ...grpc.CallOption) (*ListSubjectsResponse, error)
+	ListSchemaVersions(ctx context.Context, in *ListSchemaVersionsRequest, opts ...grpc.CallOption) (*ListSchemaVersionsResponse, error)
+	GetSchema(ctx context.Context, in *GetSchemaRequest, opts ...grpc.CallOption) (*SchemaVersion, error)
+	CheckSchema(ctx context.Context, in *CheckSchemaRequest, opts ...grpc.CallOption) (*CheckSchemaResponse, error)
+	GetSchemaConfig(ctx context.Context, in *GetSchemaConfigRequest, opts ...grpc.CallOption) (*SchemaConfig, error)
+	SetSchemaConfig(ctx context.Context, in *SchemaConfig, opts ...grpc.CallOption) (*SchemaConfig, error)
+}
+
+type schemasClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewSchemasClient(cc grpc.ClientConnInterface) SchemasClient {
+	return &schemasClient{cc}
+}
+
+func (c *schemasClient) RegisterSchema(ctx context.Context, in *RegisterSchemaRequest, opts ...grpc.CallOption) (*SchemaVersion, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SchemaVersion)
+	err := c.cc.Invoke(ctx, Schemas_RegisterSchema_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schemasClient) ListSubjects(ctx context.Context, in *ListSubjectsRequest, opts ...grpc.CallOption) (*ListSubjectsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSubjectsResponse)
+	err := c.cc.Invoke(ctx, Schemas_ListSubjects_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schemasClient) ListSchemaVersions(ctx context.Context, in *ListSchemaVersionsRequest, opts ...grpc.CallOption) (*ListSchemaVersionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchemaVersionsResponse)
+	err := c.cc.Invoke(ctx, Schemas_ListSchemaVersions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schemasClient) GetSchema(ctx context.Context, in *GetSchemaRequest, opts ...grpc.CallOption) (*SchemaVersion, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SchemaVersion)
+	err := c.cc.Invoke(ctx, Schemas_GetSchema_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schemasClient) CheckSchema(ctx context.Context, in *CheckSchemaRequest, opts ...grpc.CallOption) (*CheckSchemaResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckSchemaResponse)
+	err := c.cc.Invoke(ctx, Schemas_CheckSchema_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schemasClient) GetSchemaConfig(ctx context.Context, in *GetSchemaConfigRequest, opts ...grpc.CallOption) (*SchemaConfig, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SchemaConfig)
+	err := c.cc.Invoke(ctx, Schemas_GetSchemaConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *schemasClient) SetSchemaConfig(ctx context.Context, in *SchemaConfig, opts ...grpc.CallOption) (*SchemaConfig, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SchemaConfig)
+	err := c.cc.Invoke(ctx, Schemas_SetSchemaConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SchemasServer is the server API for Schemas service.
+// All implementations must embed UnimplementedSchemasServer
+// for forward compatibility.
+type SchemasServer interface {
+	RegisterSchema(context.Context, *RegisterSchemaRequest) (*SchemaVersion, error)
+	ListSubjects(context.Context, *ListSubjectsRequest) (*ListSubjectsResponse, error)
+	ListSchemaVersions(context.Context, *ListSchemaVersionsRequest) (*ListSchemaVersionsResponse, error)
+	GetSchema(context.Context, *GetSchemaRequest) (*SchemaVersion, error)
+	CheckSchema(context.Context, *CheckSchemaRequest) (*CheckSchemaResponse, error)
+	GetSchemaConfig(context.Context, *GetSchemaConfigRequest) (*SchemaConfig, error)
+	SetSchemaConfig(context.Context, *SchemaConfig) (*SchemaConfig, error)
+	mustEmbedUnimplementedSchemasServer()
+}
+
+// UnimplementedSchemasServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedSchemasServer struct{}
+
+func (UnimplementedSchemasServer) RegisterSchema(context.Context, *RegisterSchemaRequest) (*SchemaVersion, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterSchema not implemented")
+}
+func (UnimplementedSchemasServer) ListSubjects(context.Context, *ListSubjectsRequest) (*ListSubjectsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSubjects not implemented")
+}
+func (UnimplementedSchemasServer) ListSchemaVersions(context.Context, *ListSchemaVersionsRequest) (*ListSchemaVersionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSchemaVersions not implemented")
+}
+func (UnimplementedSchemasServer) GetSchema(context.Context, *GetSchemaRequest) (*SchemaVersion, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSchema not implemented")
+}
+func (UnimplementedSchemasServer) CheckSchema(context.Context, *CheckSchemaRequest) (*CheckSchemaResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckSchema not implemented")
+}
+func (UnimplementedSchemasServer) GetSchemaConfig(context.Context, *GetSchemaConfigRequest) (*SchemaConfig, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSchemaConfig not implemented")
+}
+func (UnimplementedSchemasServer) SetSchemaConfig(context.Context, *SchemaConfig) (*SchemaConfig, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetSchemaConfig not implemented")
+}
+func (UnimplementedSchemasServer) mustEmbedUnimplementedSchemasServer() {}
+func (UnimplementedSchemasServer) testEmbeddedByValue()                 {}
+
+// UnsafeSchemasServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to SchemasServer will
+// result in compilation errors.
+type UnsafeSchemasServer interface {
+	mustEmbedUnimplementedSchemasServer()
+}
+
+func RegisterSchemasServer(s grpc.ServiceRegistrar, srv SchemasServer) {
+	// If the following call panics, it indicates UnimplementedSchemasServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Schemas_ServiceDesc, srv)
+}
+
+func _Schemas_RegisterSchema_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterSchemaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchemasServer).RegisterSchema(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schemas_RegisterSchema_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchemasServer).RegisterSchema(ctx, req.(*RegisterSchemaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schemas_ListSubjects_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSubjectsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchemasServer).ListSubjects(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schemas_ListSubjects_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchemasServer).ListSubjects(ctx, req.(*ListSubjectsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schemas_ListSchemaVersions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchemaVersionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchemasServer).ListSchemaVersions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schemas_ListSchemaVersions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchemasServer).ListSchemaVersions(ctx, req.(*ListSchemaVersionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schemas_GetSchema_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSchemaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchemasServer).GetSchema(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schemas_GetSchema_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchemasServer).GetSchema(ctx, req.(*GetSchemaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schemas_CheckSchema_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckSchemaRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchemasServer).CheckSchema(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schemas_CheckSchema_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchemasServer).CheckSchema(ctx, req.(*CheckSchemaRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schemas_GetSchemaConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSchemaConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchemasServer).GetSchemaConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schemas_GetSchemaConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchemasServer).GetSchemaConfig(ctx, req.(*GetSchemaConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Schemas_SetSchemaConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SchemaConfig)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchemasServer).SetSchemaConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Schemas_SetSchemaConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchemasServer).SetSchemaConfig(ctx, req.(*SchemaConfig))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Schemas_ServiceDesc is the grpc.ServiceDesc for Schemas service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Schemas_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "orderlog.v1.Schemas",
+	HandlerType: (*SchemasServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "RegisterSchema",
+			Handler:    _Schemas_RegisterSchema_Handler,
+		},
+		{
+			MethodName: "ListSubjects",
+			Handler:    _Schemas_ListSubjects_Handler,
+		},
+		{
+			MethodName: "ListSchemaVersions",
+			Handler:    _Schemas_ListSchemaVersions_Handler,
+		},
+		{
+			MethodName: "GetSchema",
+			Handler:    _Schemas_GetSchema_Handler,
+		},
+		{
+			MethodName: "CheckSchema",
+			Handler:    _Schemas_CheckSchema_Handler,
+		},
+		{
+			MethodName: "GetSchemaConfig",
+			Handler:    _Schemas_GetSchemaConfig_Handler,
+		},
+		{
+			MethodName: "SetSchemaConfig",
+			Handler:    _Schemas_SetSchemaConfig_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "orderlog.proto",
+}
