@@ -171,22 +171,46 @@ func (h *handler) getLevel(r *http.Request) (any, error) {
 	return map[string]Level{"compatibilityLevel": level}, nil
 }
 
+// putLevel sets a subject's compatibility level, or with orderlog's own
+// field "validation", what produce checks of the topic; either may be
+// left out, not both.
 func (h *handler) putLevel(r *http.Request) (any, error) {
 	if err := h.authorize(r.Context(), WriteAccess, r.PathValue("subject")); err != nil {
 		return nil, err
 	}
 	var req struct {
 		Compatibility string `json:"compatibility"`
+		Validation    string `json:"validation"`
 	}
 	if err := decode(r, &req); err != nil {
 		return nil, err
 	}
-	level, err := ParseLevel(req.Compatibility)
-	if err != nil {
-		return nil, &httpError{http.StatusUnprocessableEntity, codeInvalidLevel, "Invalid compatibility level: " + req.Compatibility}
+	subject := r.PathValue("subject")
+	answer := map[string]string{}
+	if req.Validation != "" {
+		if subject == "" {
+			return nil, apierr.New(apierr.InvalidArgument, "validation is set per subject (topic), not globally")
+		}
+		v, err := ParseValidation(req.Validation)
+		if err != nil {
+			return nil, err
+		}
+		answer["validation"] = string(v)
 	}
-	if err := h.reg.SetLevel(r.Context(), r.PathValue("subject"), level); err != nil {
-		return nil, err
+	if req.Compatibility != "" || req.Validation == "" {
+		level, err := ParseLevel(req.Compatibility)
+		if err != nil {
+			return nil, &httpError{http.StatusUnprocessableEntity, codeInvalidLevel, "Invalid compatibility level: " + req.Compatibility}
+		}
+		if err := h.reg.SetLevel(r.Context(), subject, level); err != nil {
+			return nil, err
+		}
+		answer["compatibility"] = string(level)
 	}
-	return map[string]Level{"compatibility": level}, nil
+	if v, ok := answer["validation"]; ok {
+		if err := h.reg.SetValidation(r.Context(), subject, Validation(v)); err != nil {
+			return nil, err
+		}
+	}
+	return answer, nil
 }

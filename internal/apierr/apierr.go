@@ -57,6 +57,7 @@ const (
 	UnknownSubject         Code = "UNKNOWN_SUBJECT"        // no schema subject of that name
 	UnknownSchemaVersion   Code = "UNKNOWN_SCHEMA_VERSION" // the subject has no such version
 	UnknownSchema          Code = "UNKNOWN_SCHEMA"         // no schema with that id, or not under that subject
+	SchemaMismatch         Code = "SCHEMA_MISMATCH"        // a message the topic's strict schema validation refuses
 	QuotaExceeded          Code = "QUOTA_EXCEEDED"         // the principal is over its bytes/s quota; retry after retry_after_ms
 	LimitExceeded          Code = "LIMIT_EXCEEDED"         // the principal or address holds as many streams, connections or producer sessions as it may; retry after retry_after_ms (once one ends, or a producer session goes idle)
 	Unauthenticated        Code = "UNAUTHENTICATED"        // no credentials, or bad ones (nothing says which)
@@ -96,6 +97,7 @@ var catalogue = map[Code]mapping{
 	UnknownSubject:         {ClassClient, codes.NotFound, http.StatusNotFound},
 	UnknownSchemaVersion:   {ClassClient, codes.NotFound, http.StatusNotFound},
 	UnknownSchema:          {ClassClient, codes.NotFound, http.StatusNotFound},
+	SchemaMismatch:         {ClassClient, codes.InvalidArgument, http.StatusBadRequest},
 	QuotaExceeded:          {ClassRetry, codes.ResourceExhausted, http.StatusTooManyRequests},
 	LimitExceeded:          {ClassRetry, codes.ResourceExhausted, http.StatusTooManyRequests},
 	Unauthenticated:        {ClassClient, codes.Unauthenticated, http.StatusUnauthorized},

@@ -76,7 +76,8 @@ const (
 	// "hashes/<sha256>" (the id of a format+text, for reuse),
 	// "subjects/<escaped subject>" (the subject's latest version),
 	// "versions/<escaped subject>/<%010d version>" (one version's id),
-	// "config" and "config/<escaped subject>" (compatibility levels).
+	// "config" and "config/<escaped subject>" (compatibility levels),
+	// "validation/<escaped subject>" (what produce checks of the topic).
 	SchemasPrefix = Prefix + "schemas/"
 )
 
