@@ -89,6 +89,7 @@ const (
 	pageMessages, pageSkipped, pageNextOffset, pageCommitted                           = 1, 2, 3, 4
 	storedOffset, storedMessage, storedProducerID, storedProducerSeq, storedIngestUs   = 1, 2, 3, 4, 5
 	messageTopic, messageKey, messageValue, messageHeaders, messageClientUs, messageID = 1, 2, 3, 4, 5, 6
+	messageSchemaID                                                                    = 7
 	headerKey, headerValue                                                             = 1, 2
 	skippedFirst, skippedEnd, skippedReason                                            = 1, 2, 3
 )
@@ -196,6 +197,9 @@ func decodeMessage(buf []byte, m *orderlogpb.Message) bool {
 			return b != nil && decodeHeader(b, h)
 		case messageClientUs:
 			m.ClientTimeUs = int64(v)
+			return b == nil
+		case messageSchemaID:
+			m.SchemaId = uint32(v) // truncated, as proto.Unmarshal does
 			return b == nil
 		default:
 			return false

@@ -26,7 +26,7 @@ func samplePage() *Page {
 		Messages: []*orderlogpb.StoredMessage{
 			{Offset: 0, Message: &orderlogpb.Message{}},
 			{Offset: 1, Message: &orderlogpb.Message{Topic: "t", Value: []byte("v")}, ProducerId: 3, ProducerSeq: 0, IngestTimeUs: 1764750000123456},
-			{Offset: 1 << 62, Message: &orderlogpb.Message{Topic: "orders", Key: []byte("customer-1"), Value: long, ClientTimeUs: -5, MessageId: []byte("m1"),
+			{Offset: 1 << 62, Message: &orderlogpb.Message{Topic: "orders", Key: []byte("customer-1"), Value: long, ClientTimeUs: -5, MessageId: []byte("m1"), SchemaId: 42,
 				Headers: []*orderlogpb.Header{{Key: "content-type", Value: []byte("application/json")}, {}, {Key: "é", Value: []byte{0xff}}}},
 				ProducerId: 1<<64 - 1, ProducerSeq: 1 << 40, IngestTimeUs: -1},
 			{Offset: 5},

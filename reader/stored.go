@@ -20,7 +20,7 @@ const slabMessages = 256
 // message: the record's bytes aliased, not copied) and returns it.
 func (s *storedMessage) fill(offset uint64, rec *batch.Record, producerID, seq uint64, ingestTime int64) *orderlogpb.StoredMessage {
 	m := &s.message
-	m.Topic, m.Key, m.Value, m.ClientTimeUs, m.MessageId = rec.Topic, rec.Key, rec.Value, rec.ClientTimeMicros, rec.MessageID
+	m.Topic, m.Key, m.Value, m.ClientTimeUs, m.MessageId, m.SchemaId = rec.Topic, rec.Key, rec.Value, rec.ClientTimeMicros, rec.MessageID, rec.SchemaID
 	if len(rec.Headers) > 0 {
 		headers := make([]orderlogpb.Header, len(rec.Headers))
 		m.Headers = make([]*orderlogpb.Header, len(rec.Headers))

@@ -16,6 +16,12 @@ const (
 	KindRecords Kind = 1
 )
 
+// flagSchemaIDs, in a records batch's byte 2, says that every record ends
+// with its schema id. It is set exactly when some record has one, so a
+// batch has one encoding, and a batch without schema ids is byte for byte
+// what it was before they were added.
+const flagSchemaIDs = 1
+
 // headerFixedSize is version, kind, reserved, first offset, count, ingest time.
 const headerFixedSize = 1 + 1 + 2 + 8 + 4 + 8
 
@@ -60,6 +66,7 @@ type Record struct {
 	Headers          []MessageHeader
 	ClientTimeMicros int64
 	MessageID        []byte
+	SchemaID         uint32 // the registry's global schema id; 0 = none
 }
 
 func (h Header) validate() error {

@@ -13,8 +13,10 @@ const minRecordSize = 6
 // records with Next. Slices returned alias the input buffer.
 type Decoded struct {
 	Header
-	rest      []byte
-	remaining uint32
+	rest        []byte
+	remaining   uint32
+	schemaIDs   bool // records end with their schema id (flagSchemaIDs)
+	sawSchemaID bool // some record had a schema id other than 0
 }
 
 // Decode reads the header of a batch and prepares to iterate its records.
@@ -25,10 +27,10 @@ func Decode(buf []byte) (*Decoded, error) {
 	if buf[0] != Version {
 		return nil, fmt.Errorf("%w: %d", ErrVersion, buf[0])
 	}
-	if buf[2] != 0 || buf[3] != 0 {
+	if buf[2]&^flagSchemaIDs != 0 || buf[3] != 0 {
 		return nil, fmt.Errorf("%w: reserved header bytes are not zero", ErrCorrupt)
 	}
-	d := &Decoded{}
+	d := &Decoded{schemaIDs: buf[2]&flagSchemaIDs != 0}
 	d.Kind = Kind(buf[1])
 	if d.Kind != KindRecords {
 		return nil, fmt.Errorf("%w: unknown kind %d", ErrCorrupt, d.Kind)
@@ -68,6 +70,9 @@ func (d *Decoded) Next(rec *Record) (bool, error) {
 		if len(d.rest) != 0 {
 			return false, fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.rest))
 		}
+		if d.schemaIDs && !d.sawSchemaID {
+			return false, fmt.Errorf("%w: schema id flag set, every schema id 0", ErrCorrupt)
+		}
 		return false, nil
 	}
 	r := reader{buf: d.rest}
@@ -84,6 +89,11 @@ func (d *Decoded) Next(rec *Record) (bool, error) {
 	}
 	rec.ClientTimeMicros = r.varint()
 	rec.MessageID = r.bytes()
+	rec.SchemaID = 0
+	if d.schemaIDs {
+		rec.SchemaID = r.uint32()
+		d.sawSchemaID = d.sawSchemaID || rec.SchemaID != 0
+	}
 	if r.err != nil {
 		return false, r.err
 	}

@@ -18,7 +18,11 @@ func Encode(dst []byte, h Header, records []Record) ([]byte, error) {
 	// One allocation for the whole entry: batches are up to MiBs, and
 	// growing by appends copied them several times.
 	dst = slices.Grow(dst, EncodedSizeBound(h, records))
-	dst = append(dst, Version, byte(h.Kind), 0, 0)
+	var flags byte
+	if hasSchemaIDs(records) {
+		flags = flagSchemaIDs
+	}
+	dst = append(dst, Version, byte(h.Kind), flags, 0)
 	dst = binary.LittleEndian.AppendUint64(dst, h.FirstOffset)
 	dst = binary.LittleEndian.AppendUint32(dst, h.Count)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(h.IngestTimeMicros))
@@ -31,8 +35,20 @@ func Encode(dst []byte, h Header, records []Record) ([]byte, error) {
 	}
 	for i := range records {
 		dst = appendRecord(dst, &records[i])
+		if flags&flagSchemaIDs != 0 {
+			dst = binary.AppendUvarint(dst, uint64(records[i].SchemaID))
+		}
 	}
 	return dst, nil
+}
+
+func hasSchemaIDs(records []Record) bool {
+	for i := range records {
+		if records[i].SchemaID != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // EncodedSizeBound is at least the encoded size of the batch: a dst with
@@ -42,7 +58,7 @@ func EncodedSizeBound(h Header, records []Record) int {
 	n := 4 + 8 + 4 + 8 + varint + len(h.Runs)*4*varint
 	for i := range records {
 		r := &records[i]
-		n += 6*varint + len(r.Topic) + len(r.Key) + len(r.Value) + len(r.MessageID)
+		n += 7*varint + len(r.Topic) + len(r.Key) + len(r.Value) + len(r.MessageID)
 		for _, hd := range r.Headers {
 			n += 2*varint + len(hd.Key) + len(hd.Value)
 		}

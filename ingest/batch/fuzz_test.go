@@ -13,6 +13,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:len(good)/2])
 	f.Add(good[:headerFixedSize])
+	records[0].SchemaID = 300
+	withIDs, _ := Encode(nil, h, records)
+	f.Add(withIDs)
 	f.Add([]byte{})
 	f.Add(bytes.Repeat([]byte{0xff}, 64))
 	f.Fuzz(func(t *testing.T, buf []byte) {

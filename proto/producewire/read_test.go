@@ -13,7 +13,7 @@ func readSeeds() []*orderlogpb.ReadResponse {
 		{NextOffset: 1 << 40, Committed: 1<<40 + 7},
 		{Messages: []*orderlogpb.StoredMessage{
 			{Offset: 0, ProducerId: 7, ProducerSeq: 1, IngestTimeUs: 1_700_000_000_000_000, Message: &orderlogpb.Message{
-				Topic: "orders", Key: []byte("k1"), Value: make([]byte, 1024), ClientTimeUs: -5, MessageId: []byte{1, 2},
+				Topic: "orders", Key: []byte("k1"), Value: make([]byte, 1024), ClientTimeUs: -5, MessageId: []byte{1, 2}, SchemaId: 7,
 				Headers: []*orderlogpb.Header{{Key: "h", Value: []byte("v")}, {Key: "é"}}}},
 			{Offset: 3, Message: &orderlogpb.Message{Topic: "orders"}},
 			{Offset: 4, IngestTimeUs: -1},

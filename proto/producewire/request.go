@@ -83,6 +83,8 @@ func (d *messageDecoder) decode(b []byte) (*orderlogpb.Message, error) {
 			m.ClientTimeUs = int64(x)
 		case num == 6 && typ == protowire.BytesType:
 			m.MessageId = alias(v)
+		case num == 7 && typ == protowire.VarintType:
+			m.SchemaId = uint32(x) // truncated, as proto.Unmarshal does
 		default:
 			return false, nil
 		}
@@ -194,6 +196,7 @@ func messageSize(m *orderlogpb.Message) int {
 		n += lengthFieldSize(headerSize(h))
 	}
 	n += varintFieldSize(uint64(m.ClientTimeUs)) + bytesFieldSize(len(m.MessageId))
+	n += varintFieldSize(uint64(m.SchemaId))
 	return n + len(unknownFields(m))
 }
 
@@ -210,6 +213,7 @@ func appendMessage(b []byte, m *orderlogpb.Message) []byte {
 	}
 	b = appendVarintField(b, 5, uint64(m.ClientTimeUs))
 	b = appendBytesField(b, 6, m.MessageId)
+	b = appendVarintField(b, 7, uint64(m.SchemaId))
 	return append(b, unknownFields(m)...)
 }
 

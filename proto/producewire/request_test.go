@@ -12,7 +12,7 @@ func produceSeeds() []*orderlogpb.ProduceRequest {
 	return []*orderlogpb.ProduceRequest{
 		{},
 		{ProducerId: 7, Epoch: 2, FirstSeq: 100, RequestId: 9, Messages: []*orderlogpb.Message{
-			{Topic: "orders", Key: []byte("k1"), Value: []byte("hello"), ClientTimeUs: -5, MessageId: []byte{1, 2}},
+			{Topic: "orders", Key: []byte("k1"), Value: []byte("hello"), ClientTimeUs: -5, MessageId: []byte{1, 2}, SchemaId: 1 << 31},
 			{Topic: "orders", Value: []byte{}, Headers: []*orderlogpb.Header{{Key: "h", Value: []byte("v")}, {Key: "é"}}},
 		}},
 		{IdempotencyKey: "key-1", Messages: []*orderlogpb.Message{{Topic: "t", Value: make([]byte, 1024)}}},
