@@ -314,6 +314,7 @@ func (s *Server) start() error {
 	if s.cfg.Roles.Ingest || s.cfg.Roles.Reader { // the roles with public APIs
 		orderlogpb.RegisterAuthServer(s.grpc, &authService{store: auth.NewStore(s.cli), logger: s.logger})
 	}
+	s.registerSchemas(s.grpc) // schemas_grpc.go: the Schemas service, on every role
 	if s.cfg.Roles.Ingest {
 		if err := s.openStore(ctx); err != nil {
 			return err
