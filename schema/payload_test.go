@@ -1,0 +1,210 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/hamba/avro/v2"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+const orderJSONSchema = `{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "title": "order",
+  "type": "object",
+  "properties": {
+    "id": {"type": "integer"},
+    "customer": {"type": "string"},
+    "amount": {"type": "number"},
+    "paid": {"type": "boolean"},
+    "note": {"type": ["string", "null"]},
+    "items": {"type": "array", "items": {"type": "object", "properties": {"sku": {"type": "string"}, "qty": {"type": "integer"}}, "required": ["sku"]}},
+    "tags": {"type": "object", "additionalProperties": {"type": "string"}}
+  },
+  "required": ["id", "customer"],
+  "additionalProperties": false
+}`
+
+func mustValidator(t testing.TB, format Format, text string) payloadValidator {
+	t.Helper()
+	p, err := Parse(format, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := newPayloadValidator(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestJSONValidationOnProduce(t *testing.T) {
+	v := mustValidator(t, JSONSchema, orderJSONSchema)
+	if _, fast := v.(jsonRuleValidator); !fast {
+		t.Fatalf("the order schema is within the compiled subset, got %T", v)
+	}
+	for _, c := range []struct {
+		payload string
+		wantErr string // "" = valid
+	}{
+		{`{"id": 1, "customer": "c"}`, ""},
+		{` {"id": 1.0, "customer": "c\u00e9\"", "amount": -1.5e3, "paid": true, "note": null} `, ""},
+		{`{"id": 1, "customer": "c", "items": [{"sku": "a", "qty": 2}, {"sku": "b"}], "tags": {"x": "y"}}`, ""},
+		{`{"id": 1.5, "customer": "c"}`, "/id: expected [integer], got [number]"},
+		{`{"id": 1, "customer": 7}`, "/customer: expected [string], got [number]"},
+		{`{"id": 1}`, `/: missing required properties ["customer"]`},
+		{`{"id": 1, "customer": "c", "extra": 1}`, "/extra: property not allowed"},
+		{`{"id": 1, "customer": "c", "items": [{"qty": 1}]}`, `/items/0: missing required properties ["sku"]`},
+		{`{"id": 1, "customer": "c", "tags": {"a/b": 1}}`, "/tags/a~1b: expected [string]"},
+		{`[1]`, "/: expected [object], got array"},
+		{`{"id": 1, "customer": "c"} x`, "data after the value"},
+		{`{"id": 01, "customer": "c"}`, "not JSON"},
+		{`{"id": 1, "customer": "c",}`, "not JSON"},
+		{"{\"id\": 1, \"customer\": \"\xff\xfe\"}", "not UTF-8"},
+		{`{"id": 1, "customer": "tab	in"}`, "control character"},
+		{``, "unexpected end"},
+	} {
+		err := v.validate([]byte(c.payload))
+		switch {
+		case c.wantErr == "" && err != nil:
+			t.Errorf("%s: %v, want valid", c.payload, err)
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("%s: %v, want an error with %q", c.payload, err, c.wantErr)
+		}
+	}
+}
+
+func TestIsIntegral(t *testing.T) {
+	for token, want := range map[string]bool{
+		"1": true, "-0": true, "1.0": true, "1.50": false, "15e-1": false, "150e-1": true, "1e2": true,
+		"0.5e1": true, "0.05e1": false, "1e-999999999999999999999": false, "1e999999999999999999999": true,
+		"0.0e-99999999999999999999": true, "-12.000e0": true,
+	} {
+		if got := isIntegral([]byte(token), strings.ContainsAny(token, ".eE")); got != want {
+			t.Errorf("isIntegral(%s) = %v, want %v", token, got, want)
+		}
+	}
+}
+
+// A schema outside the compiled subset is checked by the full validator.
+func TestJSONOutsideTheSubsetUsesTheFullValidator(t *testing.T) {
+	v := mustValidator(t, JSONSchema, `{"type": "object", "properties": {"n": {"type": "integer", "minimum": 3}}}`)
+	if _, full := v.(jsonFullValidator); !full {
+		t.Fatalf("minimum is outside the subset, got %T", v)
+	}
+	if err := v.validate([]byte(`{"n": 4}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.validate([]byte(`{"n": 2}`)); err == nil {
+		t.Fatal("n=2 below the minimum was accepted")
+	}
+	if err := v.validate([]byte("{\"n\": 4, \"s\": \"\xff\"}")); err == nil {
+		t.Fatal("bytes that are not UTF-8 were accepted")
+	}
+}
+
+func TestAvroAndProtobufValidation(t *testing.T) {
+	const avroText = `{"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}, {"name": "customer", "type": "string"}]}`
+	v := mustValidator(t, Avro, avroText)
+	good, err := avro.Marshal(avro.MustParse(avroText), map[string]any{"id": int64(7), "customer": "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.validate(good); err != nil {
+		t.Fatalf("a datum of the schema: %v", err)
+	}
+	if err := v.validate(append(bytes.Clone(good), 0)); err == nil {
+		t.Fatal("a datum with a byte after it was accepted")
+	}
+	if err := v.validate(good[:len(good)-1]); err == nil {
+		t.Fatal("a cut datum was accepted")
+	}
+
+	p := mustValidator(t, Protobuf, `syntax = "proto3"; message Order { int64 id = 1; string customer = 2; }`)
+	if err := p.validate([]byte{0x08, 0x07, 0x12, 0x01, 'c'}); err != nil {
+		t.Fatalf("id=7 customer=c: %v", err)
+	}
+	if err := p.validate([]byte{0x12, 0x01, 0xff}); err == nil {
+		t.Fatal("a string field that is not UTF-8 was accepted")
+	}
+	if err := p.validate([]byte{0x08}); err == nil {
+		t.Fatal("a cut varint was accepted")
+	}
+}
+
+// FuzzJSONRuleAgrees: the compiled subset never accepts what the full
+// validator refuses, and refuses what it accepts only for a duplicate
+// property name (the full validator keeps the last; every one is checked here).
+func FuzzJSONRuleAgrees(f *testing.F) {
+	fast := mustValidator(f, JSONSchema, orderJSONSchema).(jsonRuleValidator)
+	c := jsonschema.NewCompiler()
+	doc, _ := jsonschema.UnmarshalJSON(strings.NewReader(orderJSONSchema))
+	if err := c.AddResource("s.json", doc); err != nil {
+		f.Fatal(err)
+	}
+	full := jsonFullValidator{c.MustCompile("s.json")}
+	for _, seed := range []string{`{"id": 1, "customer": "c"}`, `{"id": 1e0, "customer": "\u0041", "items": [{"sku": "s"}]}`,
+		`{"id": 1, "customer": "c", "id": "x"}`, `{"id": -0.0, "customer": "", "note": null, "tags": {}}`, `[]`, `"x"`, `{`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		errFast, errFull := fast.validate(payload), full.validate(payload)
+		switch {
+		case errFast == nil && errFull != nil:
+			t.Fatalf("compiled subset accepted what the full validator refuses (%v): %q", errFull, payload)
+		case errFast != nil && errFull == nil && !hasDuplicateName(payload):
+			t.Fatalf("compiled subset refused (%v) what the full validator accepts: %q", errFast, payload)
+		}
+	})
+}
+
+// hasDuplicateName says whether some object in a JSON document repeats a
+// property name.
+func hasDuplicateName(payload []byte) bool {
+	d := json.NewDecoder(bytes.NewReader(payload))
+	type frame struct {
+		names  map[string]bool
+		object bool
+		key    bool // the next string token is a name
+	}
+	var stack []*frame
+	for {
+		tok, err := d.Token()
+		if err == io.EOF || err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{names: map[string]bool{}, object: true, key: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].object {
+				stack[len(stack)-1].key = true
+			}
+			continue
+		}
+		if top != nil && top.object {
+			if top.key {
+				name := tok.(string)
+				if top.names[name] {
+					return true
+				}
+				top.names[name] = true
+				top.key = false
+			} else {
+				top.key = true
+			}
+		}
+	}
+}
