@@ -280,6 +280,7 @@ func (s *Store) removeDeadSegments() error {
 			f.Close()
 			delete(s.mu.readers, seq)
 		}
+		s.unmapLocked(seq) // leases on it keep it mapped until released
 	}
 	s.mu.Unlock()
 	if len(dead) == 0 {

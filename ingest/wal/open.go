@@ -26,6 +26,7 @@ func Open(cfg Config) (*Store, error) {
 	s.checkpoints = sync.NewCond(&s.mu)
 	s.mu.idx = newIndex()
 	s.mu.readers = map[uint32]walfs.File{}
+	s.mu.maps, s.mu.unmappable = map[uint32]*segmentMap{}, map[uint32]bool{}
 	if err := s.fs.MkdirAll(s.dir); err != nil {
 		return nil, fmt.Errorf("wal: create dir: %w", err)
 	}

@@ -52,6 +52,12 @@ func (s *Store) Read(ledger uint64, entry int64) ReadResult {
 	if status != Present {
 		return ReadResult{Status: status}
 	}
+	return s.readAt(ledger, entry, pos)
+}
+
+// readAt reads entry of ledger from the record at pos (lookupLocked's
+// answer) into fresh memory.
+func (s *Store) readAt(ledger uint64, entry int64, pos position) ReadResult {
 	r, err := s.readRecord(pos)
 	if err != nil {
 		return ReadResult{Status: Unknown, Err: err}
@@ -177,6 +183,10 @@ func (s *Store) readRaw(pos position) (r Record, buf []byte, err error) {
 func (s *Store) reader(seq uint32) (walfs.File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.readerLocked(seq)
+}
+
+func (s *Store) readerLocked(seq uint32) (walfs.File, error) {
 	if f := s.mu.readers[seq]; f != nil {
 		return f, nil
 	}

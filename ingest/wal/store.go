@@ -55,6 +55,10 @@ type Store struct {
 		// every deletion made before it was taken.
 		checkpointed uint32
 		readers      map[uint32]walfs.File
+		// maps holds the mapped sealed segments (mapped.go); unmappable
+		// the segments that could not be mapped, read with pread.
+		maps       map[uint32]*segmentMap
+		unmappable map[uint32]bool
 		// deleting holds, for each ledger whose delete record is queued
 		// but not yet durable, the segments it had records in: they stay
 		// live until the delete is durable (the index forgets the ledger
@@ -172,6 +176,9 @@ func (s *Store) Close() error {
 	for seq, f := range s.mu.readers {
 		f.Close()
 		delete(s.mu.readers, seq)
+	}
+	for seq := range s.mu.maps {
+		s.unmapLocked(seq) // mappings still leased live on until released
 	}
 	s.mu.Unlock()
 	var err error
