@@ -1,0 +1,336 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+)
+
+// artifactsEnv names the directory the browser test saves its screenshots
+// in (one PNG per page it checks); default a temporary directory that the
+// test removes.
+const artifactsEnv = "ORDERLOG_CONSOLE_ARTIFACTS"
+
+// TestConsoleBrowser drives the console in headless Chromium against a
+// real `orderlog dev`: find messages by key and by offset and check how
+// their payloads and headers render, follow a tail while messages arrive,
+// watch a consumer group's lag change, see the hole a SIGKILL restart
+// leaves, and fail on any error in the browser's log.
+func TestConsoleBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts orderlog dev and Chromium")
+	}
+	chromium := findChromium(t)
+	dev := startDev(t, buildOrderlog(t))
+	b := newBrowser(t, chromium)
+	shots := screenshotDir(t)
+	step := func(name string, f func(t *testing.T)) { // later steps build on earlier ones: stop at the first failure
+		if !t.Run(name, f) {
+			b.checkLog(t)
+			t.FailNow()
+		}
+	}
+
+	var offsets []uint64
+	for i := range 5 {
+		offsets = append(offsets, dev.produce(t, fmt.Sprintf(`{"topic":"demo","key":"k%d","payload":{"n":%d,"note":"hello"},`+
+			`"headers":[{"key":"trace","value":"t-%d"}]}`, i, i, i)))
+	}
+	binary := dev.produce(t, `{"topic":"bin","key":"raw","payload_base64":"AAH/QUI="}`) // 00 01 ff 'A' 'B'
+
+	step("overview", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(dev.url("/ui/")),
+			b.waitText("#committed", fmt.Sprint(binary+1)),
+			b.waitText("#ready", "ready"))
+		b.screenshot(t, shots, "overview")
+		// Keyboard: the first Tab reaches the skip link, which is visible when focused.
+		b.run(t, chromedp.KeyEvent(kb.Tab))
+		focused := evaluate[string](t, b, `document.activeElement.className`)
+		if focused != "skip" {
+			t.Errorf("first Tab focused %q, want the skip link", focused)
+		}
+	})
+
+	step("find_by_key", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(dev.url("/ui/messages")),
+			chromedp.WaitVisible(chromedp.ID("q-key")),
+			chromedp.SendKeys(chromedp.ID("q-topic"), "demo"),
+			chromedp.SendKeys(chromedp.ID("q-key"), "k3"+kb.Enter), // submit with the keyboard
+			b.waitText("#messages tbody", "k3"),
+			chromedp.Click(chromedp.CSS(fmt.Sprintf(`#m-%d button`, offsets[3]))))
+		detail := b.text(t, fmt.Sprintf(`#m-%d + tr`, offsets[3]))
+		for _, want := range []string{"\"n\": 3,\n  \"note\": \"hello\"", "trace", "t-3", "Producer seq"} {
+			if !strings.Contains(detail, want) {
+				t.Errorf("detail of k3 lacks %q:\n%s", want, detail)
+			}
+		}
+		if rows := b.count(t, "#messages tbody tr[id]"); rows != 1 {
+			t.Errorf("key k3 found %d messages, want 1", rows)
+		}
+		b.screenshot(t, shots, "messages-by-key")
+	})
+
+	step("permalink_offset", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(dev.url(fmt.Sprintf("/ui/messages?offset=%d", binary))),
+			b.waitText(fmt.Sprintf(`#m-%d + tr`, binary), "00 01 ff 41 42"))
+		detail := b.text(t, fmt.Sprintf(`#m-%d + tr`, binary))
+		for _, want := range []string{"Bytes (5)", "AAH/QUI=", "raw"} {
+			if !strings.Contains(detail, want) {
+				t.Errorf("detail of offset %d lacks %q:\n%s", binary, want, detail)
+			}
+		}
+		b.screenshot(t, shots, "messages-by-offset")
+	})
+
+	step("tail", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(dev.url("/ui/tail?topic=demo")), b.waitText("#t-status", "Following topic demo"))
+		for i := range 3 {
+			dev.produce(t, fmt.Sprintf(`{"topic":"demo","key":"tail-%d","payload":"live %d"}`, i, i))
+		}
+		b.run(t, b.waitText("#t-rows", "tail-2"), b.waitText("#t-rows", "tail-0"))
+		b.screenshot(t, shots, "tail")
+	})
+
+	step("consumer_lag", func(t *testing.T) {
+		member := dev.joinGroup(t, "billing", "demo")
+		committed := dev.committed(t)
+		dev.commitAll(t, "billing", member, committed)
+		lagIs := `Number((document.querySelector("#g-lag") || {textContent: "-1"}).textContent.replace(/,/g, ""))`
+		b.run(t, chromedp.Navigate(dev.url("/ui/consumers?group=billing")),
+			b.waitJS(lagIs+" === 0"))
+		for i := range 4 {
+			dev.produce(t, fmt.Sprintf(`{"topic":"demo","key":"lag-%d","payload":%d}`, i, i))
+		}
+		// Lag is measured against C per partition: each new message adds
+		// its offset distance to its partition's lag, so it only grows.
+		b.run(t, b.waitJS(lagIs+" > 0"))
+		b.screenshot(t, shots, "consumer-group")
+	})
+
+	step("topics", func(t *testing.T) {
+		b.run(t, chromedp.Navigate(dev.url("/ui/topics?topic=demo")), b.waitText("#topic-detail", "Partitions of demo"),
+			b.waitText("#topics", "bin"))
+		b.screenshot(t, shots, "topics")
+	})
+
+	step("hole_after_sigkill", func(t *testing.T) {
+		b.run(t, chromedp.Navigate("about:blank")) // no page polls a node that is down
+		before := dev.committed(t)
+		dev.kill9(t)
+		dev.start(t)
+		after := dev.produce(t, `{"topic":"demo","key":"after-crash","payload":"back"}`)
+		if after <= before {
+			t.Fatalf("offset after restart %d, want above C before the kill %d", after, before)
+		}
+		b.run(t, chromedp.Navigate(dev.url(fmt.Sprintf("/ui/messages?offset=%d&limit=20", before))),
+			b.waitText("#messages tr.hole", "hole: offsets"),
+			b.waitText("#messages", "after-crash"))
+		hole := b.text(t, "#messages tr.hole")
+		if !strings.Contains(hole, fmt.Sprintf("to %s", groupDigits(after-1))) {
+			t.Errorf("hole row %q does not end just before the next message at %d", hole, after)
+		}
+		b.screenshot(t, shots, "hole")
+	})
+
+	b.checkLog(t)
+}
+
+// groupDigits renders n as the console does (en-US thousands separators).
+func groupDigits(n uint64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func screenshotDir(t *testing.T) string {
+	dir := os.Getenv(artifactsEnv)
+	if dir == "" {
+		return t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// browser is one headless Chromium tab and what its console reported.
+type browser struct {
+	ctx context.Context
+	mu  struct {
+		sync.Mutex
+		problems []string // errors, warnings and exceptions, in order
+	}
+}
+
+func newBrowser(t *testing.T, chromium string) *browser {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
+		chromedp.Headless, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	b := &browser{ctx: ctx}
+	b.run(t, chromedp.Navigate("about:blank")) // starts the browser: no timeout on this first call
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			switch m.Type {
+			case chromedp.ConsoleError, chromedp.ConsoleWarning, chromedp.ConsoleException:
+				b.mu.Lock()
+				b.mu.problems = append(b.mu.problems, fmt.Sprintf("%s (%s %s)", m, m.Source, m.URL))
+				b.mu.Unlock()
+			}
+		}
+	}()
+	return b
+}
+
+// checkLog fails the test for anything the page logged as an error or a
+// warning, exceptions and failed loads included.
+func (b *browser) checkLog(t *testing.T) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.mu.problems {
+		t.Errorf("browser console: %s", p)
+	}
+}
+
+func (b *browser) run(t *testing.T, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx := b.ctx
+	if chromedp.FromContext(ctx).Target != nil { // the first call starts the browser, which a timeout would stop
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		body, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		t.Fatalf("browser: %v\npage text:\n%s", err, body)
+	}
+}
+
+// waitText waits until the element selector matches contains substr.
+func (b *browser) waitText(selector, substr string) chromedp.Action[chromedp.Void] {
+	return b.waitJS(fmt.Sprintf(`(() => { const e = document.querySelector(%q); return !!e && e.textContent.includes(%q); })()`,
+		selector, substr))
+}
+
+// waitJS waits until expression is true.
+func (b *browser) waitJS(expression string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expression, chromedp.WithPollingTimeout(15*time.Second))
+}
+
+func evaluate[T any](t *testing.T, b *browser, expression string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expression))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expression, err)
+	}
+	return v
+}
+
+func (b *browser) text(t *testing.T, selector string) string {
+	t.Helper()
+	return evaluate[string](t, b, fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, selector))
+}
+
+func (b *browser) count(t *testing.T, selector string) int {
+	t.Helper()
+	return evaluate[int](t, b, fmt.Sprintf(`document.querySelectorAll(%q).length`, selector))
+}
+
+func (b *browser) screenshot(t *testing.T, dir, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s", path)
+}
+
+// joinGroup holds a membership of group on topic for the rest of the test
+// through the HTTP stream, and returns its assignment.
+func (d *devProcess) joinGroup(t *testing.T, group, topic string) assignment {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.url("/v1/consumers/"+group+"/stream?topic="+topic), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); resp.Body.Close() })
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(nil, 16<<20)
+	for lines.Scan() {
+		var line struct {
+			Assignment *assignment     `json:"assignment"`
+			Error      json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(lines.Bytes(), &line); err != nil || line.Error != nil {
+			t.Fatalf("stream line %s: %v", lines.Text(), err)
+		}
+		if line.Assignment != nil && len(line.Assignment.Partitions) > 0 {
+			go func() { // keep reading: a member that reads nothing is taken as gone
+				for lines.Scan() {
+				}
+			}()
+			return *line.Assignment
+		}
+	}
+	t.Fatalf("stream ended without an assignment: %v", lines.Err())
+	return assignment{}
+}
+
+type assignment struct {
+	MemberID   string `json:"member_id"`
+	Generation uint64 `json:"generation"`
+	Partitions []struct {
+		Topic     string `json:"topic"`
+		Partition uint32 `json:"partition"`
+	} `json:"partitions"`
+}
+
+// commitAll commits offset on every partition of the assignment.
+func (d *devProcess) commitAll(t *testing.T, group string, a assignment, offset uint64) {
+	t.Helper()
+	type partitionOffset struct {
+		Topic     string `json:"topic"`
+		Partition uint32 `json:"partition"`
+		Offset    uint64 `json:"offset"`
+	}
+	body := struct {
+		MemberID   string            `json:"member_id"`
+		Generation uint64            `json:"generation"`
+		Offsets    []partitionOffset `json:"offsets"`
+	}{MemberID: a.MemberID, Generation: a.Generation}
+	for _, p := range a.Partitions {
+		body.Offsets = append(body.Offsets, partitionOffset{Topic: p.Topic, Partition: p.Partition, Offset: offset})
+	}
+	text, _ := json.Marshal(body)
+	d.post(t, "/v1/consumers/"+group+"/offsets", string(text), nil)
+}
