@@ -7,7 +7,7 @@ TEST_TIMEOUT ?= 15m
 export PATH := $(GOBIN):$(PATH)
 
 .PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster bench-longrun bench-tiering bench-read bench-tls bench-secure \
-        proto proto-tools s3-server-tool duckdb-tool soak chaos chaos-short vet cross fmt clean
+        proto proto-tools s3-server-tool duckdb-tool chromium-tool soak chaos chaos-short vet cross fmt clean
 
 ## run: build and start `orderlog dev` (everything in one process, data in ./data)
 run: build
@@ -25,7 +25,7 @@ build:
 
 ## test: every test, the race detector on the concurrent packages, short fuzz runs,
 ## and a short chaos run (5 faults on a 3-node cluster of real processes)
-test: vet cross s3-server-tool duckdb-tool promtool-tool
+test: vet cross s3-server-tool duckdb-tool promtool-tool chromium-tool
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) test-race
 	$(MAKE) fuzz-short
@@ -176,6 +176,11 @@ s3-server-tool:
 ## alert rules with (`promtool check rules`, `promtool test rules`)
 promtool-tool:
 	@command -v promtool >/dev/null || (apt-get update && apt-get install -y --no-install-recommends prometheus)
+
+## chromium-tool: Chromium (Debian's chromium package), the headless browser that the web
+## console's tests drive (console/browser_test.go; without it they are skipped)
+chromium-tool:
+	@command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
 
 ## duckdb-tool: DuckDB for node (npm @duckdb/node-api), the independent reader the
 ## tiering/parquetfile tests check archive files with; reinstalled when the lock file changes
