@@ -26,6 +26,7 @@ type nodeMetrics struct {
 	appendWait       prometheus.Histogram
 	confirmLatency   prometheus.Histogram
 	frameStages      *prometheus.HistogramVec
+	schemaWarnings   prometheus.Counter
 	// The four stages' histograms, looked up once rather than per frame.
 	intake, batch, confirm, answer prometheus.Observer
 }
@@ -63,6 +64,8 @@ func newNodeMetrics() *nodeMetrics {
 				"intake (arrival to the node loop), batch (to the append of the entry holding its last message, grant included), " +
 				"confirm (to that entry's confirmation at the ack quorum), answer (to the answer handed to the stream).",
 			Buckets: latencyBuckets}, []string{"stage"}),
+		schemaWarnings: prometheus.NewCounter(prometheus.CounterOpts{Name: "orderlog_ingest_schema_warnings_total",
+			Help: "Messages logged although they do not match their topic's schema (validation warn); strict refusals count in orderlog_ingest_refused_frames_total{code=\"SCHEMA_MISMATCH\"}."}),
 	}
 	for _, stage := range []struct {
 		name     string
@@ -97,5 +100,5 @@ func (n *Node) Collectors() []prometheus.Collector {
 	m := n.metrics
 	return []prometheus.Collector{m.loggedMessages, m.appendedBytes, m.batchMessages, m.ackLatency,
 		m.refusedFrames, m.ledgersOpened, m.ledgerRolls, m.stateAdvances, m.producersExpired, m.ledgerErrors, m.grantRefusals, m.grants, m.grantLatency,
-		m.appendWait, m.confirmLatency, m.frameStages}
+		m.appendWait, m.confirmLatency, m.frameStages, m.schemaWarnings}
 }

@@ -12,6 +12,7 @@ import (
 	"orderlog/ingest/pipeline"
 	"orderlog/internal/event"
 	"orderlog/proto/orderlogpb"
+	"orderlog/schema"
 	"orderlog/sequencer"
 )
 
@@ -130,6 +131,16 @@ type Config struct {
 	// Events is told of takeovers, lease loss, and the node's ledgers
 	// opening and closing.
 	Events event.Listener
+	// Schemas checks messages against their topic's schema validation
+	// (schema.Checker); nil checks nothing.
+	Schemas SchemaChecker
+}
+
+// SchemaChecker says what a topic's schema validation makes of a message:
+// the topic's mode, and a *schema.MismatchError when the value does not
+// match the schema it names (or names none the topic has).
+type SchemaChecker interface {
+	Check(topic string, schemaID uint32, value []byte) (schema.Validation, error)
 }
 
 // Validate fills defaults and rejects nonsense.

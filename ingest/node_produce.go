@@ -40,6 +40,10 @@ func (n *Node) ProduceFromBuffer(req *orderlogpb.ProduceRequest, release func(),
 		f.refuse(err)
 		return
 	}
+	if err := n.checkSchemas(req.Messages); err != nil {
+		f.refuse(err)
+		return
+	}
 	if err := attachGroupCommit(req); err != nil {
 		f.refuse(err)
 		return

@@ -263,3 +263,22 @@ func decodeVersionRecord(b []byte) (versionRecord, bool) {
 	var rec versionRecord
 	return rec, json.Unmarshal(b, &rec) == nil
 }
+
+// VersionID resolves version (1..n) of subject to its global schema id,
+// from the watched state, else from etcd.
+func (c *Checker) VersionID(ctx context.Context, subject string, version int) (uint32, error) {
+	for id, v := range c.state.Load().versions[subject] {
+		if v == version {
+			return id, nil
+		}
+	}
+	if version < 1 {
+		return 0, apierr.New(apierr.InvalidArgument, "schema version %d: versions start at 1", version)
+	}
+	v, err := c.reg.Get(ctx, subject, version)
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	c.update(func(st *checkState) { st.addVersion(subject, uint32(v.ID), v.Version) })
+	return uint32(v.ID), nil
+}

@@ -26,6 +26,16 @@ type jsonMessage struct {
 	Headers       []jsonHeader    `json:"headers"`
 	ClientTimeUS  int64           `json:"client_time_us"`
 	MessageID     string          `json:"message_id"`
+	SchemaID      uint32          `json:"schema_id"`
+	Metadata      *jsonMetadata   `json:"metadata"`
+}
+
+// jsonMetadata is the specification's message metadata: the schema the
+// payload is written in, as a version of the subject named like the topic
+// (resolved to its global id on produce) or as the id itself.
+type jsonMetadata struct {
+	SchemaVersion int    `json:"schema_version"`
+	SchemaID      uint32 `json:"schema_id"`
 }
 
 // jsonHeader is a header as POSTed and as read: its value as text, or as
@@ -57,6 +67,10 @@ type ProduceCall struct {
 	Request *orderlogpb.ProduceRequest
 	// Batch is true when the body was a JSON array: the answer is an array.
 	Batch bool
+	// SchemaVersions holds each message's metadata.schema_version (0:
+	// none), nil when no message names one; the handler resolves them to
+	// schema ids before producing.
+	SchemaVersions []int
 }
 
 // DecodeProduce turns a POST /v1/messages body and headers into a request.
@@ -90,6 +104,12 @@ func DecodeProduce(header http.Header, body []byte, limits Limits) (*ProduceCall
 			return nil, withIndex(err, i, call.Batch)
 		}
 		call.Request.Messages = append(call.Request.Messages, msg)
+		if v := messages[i].schemaVersion(); v != 0 {
+			if call.SchemaVersions == nil {
+				call.SchemaVersions = make([]int, len(messages))
+			}
+			call.SchemaVersions[i] = v
+		}
 	}
 	if err := decodeProducerHeaders(header, call); err != nil {
 		return nil, err
@@ -112,7 +132,11 @@ func (m *jsonMessage) toProto(limits Limits) (*orderlogpb.Message, error) {
 	if err := ValidateTopicName(topic); err != nil {
 		return nil, err
 	}
-	msg := &orderlogpb.Message{Topic: topic, Value: value, ClientTimeUs: m.ClientTimeUS}
+	schemaID, err := m.schemaID()
+	if err != nil {
+		return nil, err
+	}
+	msg := &orderlogpb.Message{Topic: topic, Value: value, ClientTimeUs: m.ClientTimeUS, SchemaId: schemaID}
 	if m.Key != "" {
 		msg.Key = []byte(m.Key)
 	}
@@ -127,6 +151,28 @@ func (m *jsonMessage) toProto(limits Limits) (*orderlogpb.Message, error) {
 		msg.Headers = append(msg.Headers, header)
 	}
 	return msg, nil
+}
+
+// schemaID is the message's schema_id, given at the top level or in
+// metadata (the same one if both).
+func (m *jsonMessage) schemaID() (uint32, error) {
+	if m.Metadata != nil && m.Metadata.SchemaVersion < 0 {
+		return 0, apierr.New(apierr.InvalidArgument, "metadata.schema_version %d: versions start at 1", m.Metadata.SchemaVersion)
+	}
+	if m.Metadata == nil || m.Metadata.SchemaID == 0 {
+		return m.SchemaID, nil
+	}
+	if m.SchemaID != 0 && m.SchemaID != m.Metadata.SchemaID {
+		return 0, apierr.New(apierr.InvalidArgument, "schema_id %d and metadata.schema_id %d disagree", m.SchemaID, m.Metadata.SchemaID)
+	}
+	return m.Metadata.SchemaID, nil
+}
+
+func (m *jsonMessage) schemaVersion() int {
+	if m.Metadata == nil {
+		return 0
+	}
+	return m.Metadata.SchemaVersion
 }
 
 func (m *jsonMessage) value() ([]byte, error) {

@@ -69,6 +69,7 @@ type jsonStoredMessage struct {
 	ClientTimeUS  int64           `json:"client_time_us,omitempty"`
 	MessageID     string          `json:"message_id,omitempty"`
 	MessageID64   string          `json:"message_id_base64,omitempty"`
+	SchemaID      uint32          `json:"schema_id,omitempty"`
 }
 
 type jsonSkipped struct {
@@ -108,6 +109,7 @@ func encodeStored(stored *orderlogpb.StoredMessage) jsonStoredMessage {
 		ProducerID:   stored.ProducerId,
 		IngestTime:   time.UnixMicro(stored.IngestTimeUs).UTC().Format(time.RFC3339Nano),
 		ClientTimeUS: msg.GetClientTimeUs(),
+		SchemaID:     msg.GetSchemaId(),
 	}
 	if id := msg.GetMessageId(); utf8.Valid(id) {
 		out.MessageID = string(id)

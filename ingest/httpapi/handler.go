@@ -35,6 +35,8 @@ type Handler struct {
 	mux     *http.ServeMux
 
 	consumers Consumers // nil: no /v1/consumers routes (SetConsumers)
+	// schemaVersions resolves metadata.schema_version (SetSchemaVersions).
+	schemaVersions SchemaVersions
 	// streams ends when CloseStreams is called: the consumer streams
 	// follow it.
 	streams      context.Context
@@ -109,6 +111,10 @@ func (h *Handler) produce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if call.Request.Ack, err = DecodeAck(r.URL.Query().Get("ack")); err != nil {
+		apierr.WriteHTTP(w, err)
+		return
+	}
+	if err := h.resolveSchemaVersions(r.Context(), call); err != nil {
 		apierr.WriteHTTP(w, err)
 		return
 	}

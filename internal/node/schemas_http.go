@@ -16,6 +16,17 @@ func (s *Server) mountSchemas(mux *http.ServeMux) {
 	mux.Handle("/v1/schemas/", http.StripPrefix("/v1/schemas", schema.Handler(schema.New(s.cli), s.auth.schemaAccess)))
 }
 
+// startSchemaChecks follows the registry's validation modes for the
+// ingest role's produce path (ingest/schemas.go).
+func (s *Server) startSchemaChecks(ctx context.Context) error {
+	checker, err := schema.NewChecker(ctx, s.cli, s.logger)
+	if err != nil {
+		return err
+	}
+	s.schemaChecker, s.cfg.Ingest.Schemas = checker, checker
+	return nil
+}
+
 // schemaAccess is the registry's authorization. Subjects are named like
 // topics: writing (registering a version, setting a level) needs admin on
 // the subject's topic, reading needs read; subject "" (the global level, a

@@ -40,6 +40,7 @@ import (
 	"orderlog/proto/orderlogpb"
 	"orderlog/proto/walpb"
 	"orderlog/reader"
+	"orderlog/schema"
 	"orderlog/sequencer"
 	"orderlog/tiering"
 )
@@ -214,6 +215,8 @@ func (c *Config) Validate() error {
 // Server is a running orderlog process.
 type Server struct {
 	cfg Config
+	// schemaChecker is the ingest role's schema validation (schemas_http.go).
+	schemaChecker *schema.Checker
 	// logger is cfg.Logger or a discarding one; events is the log's
 	// listener teed with cfg.Events.
 	logger       *slog.Logger
@@ -418,6 +421,9 @@ func (s *Server) startRoles(ctx context.Context) error {
 		chooser := func(ctx context.Context, w int) ([]ledger.Member, error) {
 			return chooseEnsemble(ctx, s.cli, w, s.store.StoreID())
 		}
+		if err := s.startSchemaChecks(ctx); err != nil {
+			return err
+		}
 		var err error
 		if s.ingest, err = ingest.NewNode(ctx, s.cfg.Ingest, s.cli, s.dialer, chooser, ingest.SequencerSessions(s.cli, s.localSequencer, ingest.SessionOptions{Silence: s.cfg.Ingest.GrantStreamSilence, Heard: &s.heard, Credentials: s.peerCredentials()})); err != nil {
 			return err
@@ -503,6 +509,7 @@ func (s *Server) startHTTP() error {
 			api.SetConsumers(guardedConsumers{Consumers: s.consumers, guard: s.auth})
 			closeStreams = api.CloseStreams
 		}
+		api.SetSchemaVersions(s.schemaChecker.VersionID) // metadata.schema_version on produce
 		handler, mux = api, api.Mux()
 	} else {
 		mux = http.NewServeMux()
