@@ -27,6 +27,7 @@ var commands = map[string]command{
 	"read":      {"print a range of messages in global order", runRead},
 	"consume":   {"join a consumer group and print its messages; --describe shows lag", runConsume},
 	"topics":    {"create a topic with N partitions; list topics and partitions", runTopics},
+	"schema":    {"the schema registry: register, ls, show, check; a subject's config", runSchema},
 	"auth":      {"tokens, per-topic ACLs and quotas: who may do what", runAuth},
 	"tail":      {"follow the log and print messages as they are committed", runTail},
 	"status":    {"print the sequencer epoch, the committed watermark and store sizes", runStatus},
