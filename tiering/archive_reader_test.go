@@ -362,7 +362,8 @@ func hotLog(t *testing.T, n uint64) (*reader.Reader, []*orderlogpb.StoredMessage
 		records := make([]batch.Record, size)
 		for i := range records {
 			records[i] = batch.Record{Topic: fmt.Sprintf("t%d", rng.IntN(3)), Key: fmt.Appendf(nil, "k%d", rng.IntN(20)),
-				Value: bytes.Repeat([]byte{byte(o)}, 20+rng.IntN(200)), MessageID: fmt.Appendf(nil, "m%d", o+uint64(i))}
+				Value: bytes.Repeat([]byte{byte(o)}, 20+rng.IntN(200)), MessageID: fmt.Appendf(nil, "m%d", o+uint64(i)),
+				SchemaID: [4]uint32{0, 3, 1<<31 + 1, 0}[(o+uint64(i))%4]}
 			if rng.IntN(2) == 0 {
 				records[i].Headers = []batch.MessageHeader{{Key: "h", Value: []byte("x")}}
 			}

@@ -200,8 +200,8 @@ func TestArchiveAgreesWithDuckDB(t *testing.T) {
 			t.Fatalf("%s: DuckDB reads %d rows (in offset order: %v), orderlog %d messages", files[i], d.Rows, d.InOrder, len(msgs))
 		case len(msgs) > 0 && (d.MinOffset == nil || *d.MinOffset != fmt.Sprint(msgs[0].Offset) || *d.MaxOffset != fmt.Sprint(msgs[len(msgs)-1].Offset)):
 			t.Fatalf("%s: DuckDB's offsets [%v, %v], orderlog's [%d, %d]", files[i], d.MinOffset, d.MaxOffset, msgs[0].Offset, msgs[len(msgs)-1].Offset)
-		case d.Digest != parquetfile.Digest(msgs) || d.Digest != meta.Digest:
-			t.Fatalf("%s: DuckDB's digest %s, orderlog's read %s, the footer %s", files[i], d.Digest, parquetfile.Digest(msgs), meta.Digest)
+		case d.Digest != parquetfile.Digest(msgs, nil) || d.Digest != meta.Digest:
+			t.Fatalf("%s: DuckDB's digest %s, orderlog's read %s, the footer %s", files[i], d.Digest, parquetfile.Digest(msgs, nil), meta.Digest)
 		case d.Holes == nil || *d.Holes != wantHoles || d.KV["orderlog.holes"] != wantHoles:
 			t.Fatalf("%s: DuckDB finds holes %v, the footer says %s, orderlog skips %s", files[i], d.Holes, d.KV["orderlog.holes"], wantHoles)
 		}

@@ -21,7 +21,8 @@ import (
 func ArrowSchema() *arrow.Schema { return archiveSchema }
 
 // NewArrowRecord returns msgs as one record batch of ArrowSchema, one row
-// per message in the order given (any offsets: holes are the caller's to
+// per message in the order given, schema_version null (a read does not
+// resolve it; schema_id is the message's) (any offsets: holes are the caller's to
 // report). It returns ErrInvalidMessage, and no batch, for a message the
 // format cannot hold. The caller releases the batch.
 func NewArrowRecord(msgs []*orderlogpb.StoredMessage) (arrow.RecordBatch, error) {
@@ -33,7 +34,7 @@ func NewArrowRecord(msgs []*orderlogpb.StoredMessage) (arrow.RecordBatch, error)
 	rows := newRowBuilder()
 	defer rows.release()
 	for _, m := range msgs {
-		rows.append(m)
+		rows.append(m, 0)
 	}
 	return rows.newRecord(), nil
 }

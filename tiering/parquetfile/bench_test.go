@@ -74,6 +74,7 @@ func referenceWrite(w io.Writer, msgs []*orderlogpb.StoredMessage, o WriterOptio
 	headerKey := header.FieldBuilder(0).(*array.StringBuilder)
 	headerValue := header.FieldBuilder(1).(*array.BinaryBuilder)
 	schemaVersion := rb.Field(fieldSchemaVersion).(*array.Int32Builder)
+	schemaID := rb.Field(fieldSchemaID).(*array.Int64Builder)
 	flush := func() error {
 		rec := rb.NewRecordBatch()
 		defer rec.Release()
@@ -109,6 +110,11 @@ func referenceWrite(w io.Writer, msgs []*orderlogpb.StoredMessage, o WriterOptio
 			headerValue.Append(h.Value)
 		}
 		schemaVersion.AppendNull()
+		if msg.SchemaId != 0 {
+			schemaID.Append(int64(msg.SchemaId))
+		} else {
+			schemaID.AppendNull()
+		}
 		if (i+1)%o.BatchRows == 0 {
 			if err := flush(); err != nil {
 				return err

@@ -3,6 +3,7 @@ package parquetfile
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -22,10 +23,22 @@ func fields(fs ...int) fieldSet {
 	return s
 }
 
-// allFields are the fields a StoredMessage has: every column but
-// schema_version, which format version 1 leaves null.
-var allFields = fields(fieldLogOffset, fieldTopic, fieldKey, fieldProducerID, fieldProducerSeq,
-	fieldMessageID, fieldIngestTime, fieldClientTime, fieldPayload, fieldHeaders)
+// messageFieldsV1 are the fields a StoredMessage has in a format version
+// 1 file: every column but schema_version, which is not a message's (the
+// worker derives it). Version 2 adds schema_id (messageFields).
+var (
+	messageFieldsV1 = fields(fieldLogOffset, fieldTopic, fieldKey, fieldProducerID, fieldProducerSeq,
+		fieldMessageID, fieldIngestTime, fieldClientTime, fieldPayload, fieldHeaders)
+	messageFields = messageFieldsV1 | fields(fieldSchemaID)
+)
+
+// allFields are the fields of f's rows that make a StoredMessage.
+func (f *File) allFields() fieldSet {
+	if f.meta.FormatVersion == 1 {
+		return messageFieldsV1
+	}
+	return messageFields
+}
 
 // leaves returns the leaf column indices of the fields in s.
 func (s fieldSet) leaves() []int {
@@ -39,8 +52,10 @@ func (s fieldSet) leaves() []int {
 			out = append(out, f) // one leaf each, same index
 		case f == fieldHeaders:
 			out = append(out, leafHeaderKey, leafHeaderValue)
-		default:
+		case f == fieldSchemaVersion:
 			out = append(out, leafSchemaVersion)
+		default:
+			out = append(out, leafSchemaID)
 		}
 	}
 	return out
@@ -51,6 +66,9 @@ func (s fieldSet) leaves() []int {
 type columnSet struct {
 	readers []*pqarrow.ColumnReader
 	leaf    []int // leaf[i] is the leaf column readers[i] reads
+	// versions are the schema_version values (0: null) of the rows the
+	// last next decoded, when schema_version is one of the fields read.
+	versions []int32
 }
 
 // openColumns opens readers of the fields in want over the row groups
@@ -94,8 +112,10 @@ func leafField(leaf int) int {
 		return leaf
 	case leaf <= leafHeaderValue:
 		return fieldHeaders
-	default:
+	case leaf == leafSchemaVersion:
 		return fieldSchemaVersion
+	default:
+		return fieldSchemaID
 	}
 }
 
@@ -182,12 +202,18 @@ func (cs *columnSet) next(n int64) (_ []*orderlogpb.StoredMessage, err error) {
 	for i := range msgs {
 		msgs[i] = &orderlogpb.StoredMessage{Message: &orderlogpb.Message{}}
 	}
+	cs.versions = nil
 	for i, r := range cs.readers {
 		chunked, err := r.NextBatch(n)
 		if err != nil {
 			return nil, fmt.Errorf("parquetfile: read column %d: %w", cs.leaf[i], err)
 		}
-		err = decodeColumn(cs.leaf[i], chunked, msgs)
+		if cs.leaf[i] == leafSchemaVersion {
+			cs.versions = make([]int32, n)
+			err = decodeVersions(chunked, cs.versions)
+		} else {
+			err = decodeColumn(cs.leaf[i], chunked, msgs)
+		}
 		chunked.Release()
 		if err != nil {
 			return nil, err
@@ -260,8 +286,47 @@ func decodeChunk(leaf int, a arrow.Array, msgs []*orderlogpb.StoredMessage) erro
 		decodeHeaderKeys(a.(*array.List), msgs)
 	case leafHeaderValue:
 		err = decodeHeaderValues(a.(*array.List), msgs)
+	case leafSchemaID:
+		err = decodeSchemaIDs(a.(*array.Int64), msgs)
 	}
 	return err
+}
+
+// decodeSchemaIDs sets the messages' schema ids from the schema_id
+// column: null is 0, and a value is a uint32 above 0.
+func decodeSchemaIDs(a *array.Int64, msgs []*orderlogpb.StoredMessage) error {
+	for i, m := range msgs {
+		if a.IsNull(i) {
+			continue
+		}
+		v := a.Value(i)
+		if v <= 0 || v > math.MaxUint32 {
+			return fmt.Errorf("%w: offset %d: schema_id %d", ErrCorrupt, m.Offset, v)
+		}
+		m.Message.SchemaId = uint32(v)
+	}
+	return nil
+}
+
+// decodeVersions sets versions from the schema_version column: null is 0,
+// and a value is above 0.
+func decodeVersions(col *arrow.Chunked, versions []int32) error {
+	if col.Len() != len(versions) {
+		return fmt.Errorf("%w: schema_version: %d values for %d rows", ErrCorrupt, col.Len(), len(versions))
+	}
+	row := 0
+	for _, chunk := range col.Chunks() {
+		a := chunk.(*array.Int32)
+		for i := range a.Len() {
+			if a.IsValid(i) {
+				if versions[row] = a.Value(i); versions[row] <= 0 {
+					return fmt.Errorf("%w: schema_version %d", ErrCorrupt, versions[row])
+				}
+			}
+			row++
+		}
+	}
+	return nil
 }
 
 // eachInt64 calls set with every value of the int64 column a, which must

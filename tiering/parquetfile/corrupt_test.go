@@ -28,7 +28,7 @@ func writeRaw(t *testing.T, msgs []*orderlogpb.StoredMessage, kv [][2]string) []
 	rows := newRowBuilder()
 	defer rows.release()
 	for _, m := range msgs {
-		rows.append(m)
+		rows.append(m, 0)
 	}
 	rec := rows.newRecord()
 	defer rec.Release()
@@ -59,7 +59,7 @@ func tenRows() []*orderlogpb.StoredMessage {
 // (an empty value removes the key).
 func footer(change map[string]string) [][2]string {
 	values := map[string]string{
-		keyFormatVersion: "1", keyFirst: "0", keyEnd: "11", keyHoles: "[[5,6]]", keyRows: "10",
+		keyFormatVersion: "2", keyFirst: "0", keyEnd: "11", keyHoles: "[[5,6]]", keyRows: "10",
 		keyDigest: digestOf(tenRows()),
 	}
 	for k, v := range change {
@@ -85,7 +85,8 @@ func TestOpenRejects(t *testing.T) {
 	}{
 		"no_orderlog_keys":  {writeRaw(t, tenRows(), nil), ErrNotArchive},
 		"other_keys_only":   {writeRaw(t, tenRows(), [][2]string{{"ARROW:schema", "x"}, {"writer", "spark"}}), ErrNotArchive},
-		"version_2":         {writeRaw(t, tenRows(), footer(map[string]string{keyFormatVersion: "2"})), ErrUnsupportedVersion},
+		"version_3":         {writeRaw(t, tenRows(), footer(map[string]string{keyFormatVersion: "3"})), ErrUnsupportedVersion},
+		"v1_with_schema_id": {writeRaw(t, tenRows(), footer(map[string]string{keyFormatVersion: "1"})), ErrCorrupt},
 		"no_version":        {writeRaw(t, tenRows(), footer(map[string]string{keyFormatVersion: ""})), ErrUnsupportedVersion},
 		"missing_digest":    {writeRaw(t, tenRows(), footer(map[string]string{keyDigest: ""})), ErrCorrupt},
 		"rows_vs_holes":     {writeRaw(t, tenRows(), footer(map[string]string{keyRows: "11"})), ErrCorrupt},

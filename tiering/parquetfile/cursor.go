@@ -107,7 +107,7 @@ func (f *File) decodeRows(ctx context.Context, start, end int64, out chan<- curs
 	if err != nil {
 		return err
 	}
-	return v.readBatches(ctx, start, end, allFields, func(batch []*orderlogpb.StoredMessage) error {
+	return v.readBatches(ctx, start, end, v.allFields(), func(batch []*orderlogpb.StoredMessage) error {
 		out <- cursorBatch{messages: batch}
 		return nil
 	})

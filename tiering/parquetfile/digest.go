@@ -26,7 +26,16 @@ import (
 //	client_time     presence, i64 (µs)       (null when the client gave 0)
 //	payload         bytes
 //	headers         u32 count, then per header: key bytes, value bytes
-//	schema_version  presence, i32 (4 bytes)  (always null in format version 1)
+//	schema flags    1 byte: bit 0 schema_version present, bit 1 schema_id
+//	                present, the other bits 0
+//	schema_version  i32 (4 bytes)            only when present
+//	schema_id       i64 (8 bytes)            only when present (format version 2)
+//
+// In format version 1 every schema_version is null and there is no
+// schema_id column, so the flags byte is 0x00: the presence byte of
+// schema_version as version 1 defined it. A version 1 file verifies as it
+// did, and the same rows without schema ids have the same digest in both
+// versions (a re-put of a version 1 object as version 2 compares equal).
 //
 // No separator, no row count and no trailer: the encoding is self-delimiting.
 // An empty file (only holes) has the digest of zero bytes. The same
@@ -40,8 +49,15 @@ type rowDigest struct {
 
 func newRowDigest() *rowDigest { return &rowDigest{h: sha256.New()} }
 
-// add feeds the canonical encoding of m's row. m must be valid for Append.
-func (d *rowDigest) add(m *orderlogpb.StoredMessage) {
+// Bits of the schema flags byte.
+const (
+	schemaVersionPresent = 1 << 0
+	schemaIDPresent      = 1 << 1
+)
+
+// add feeds the canonical encoding of m's row, whose schema_version is
+// schemaVersion (0: null). m must be valid for Append.
+func (d *rowDigest) add(m *orderlogpb.StoredMessage, schemaVersion int32) {
 	msg := m.GetMessage()
 	b := d.scratch[:0]
 	b = binary.LittleEndian.AppendUint64(b, m.GetOffset())
@@ -66,7 +82,7 @@ func (d *rowDigest) add(m *orderlogpb.StoredMessage) {
 		b = appendString(b, h.GetKey())
 		b = appendBytes(b, h.GetValue())
 	}
-	b = append(b, 0) // schema_version: null
+	b = appendSchema(b, schemaVersion, msg.GetSchemaId())
 	d.h.Write(b)
 	d.scratch = b[:0]
 }
@@ -74,6 +90,25 @@ func (d *rowDigest) add(m *orderlogpb.StoredMessage) {
 // sum returns the digest as it is written in the footer.
 func (d *rowDigest) sum() string {
 	return digestPrefix + hex.EncodeToString(d.h.Sum(nil))
+}
+
+// appendSchema appends the schema flags byte and the values present.
+func appendSchema(b []byte, schemaVersion int32, schemaID uint32) []byte {
+	var flags byte
+	if schemaVersion != 0 {
+		flags |= schemaVersionPresent
+	}
+	if schemaID != 0 {
+		flags |= schemaIDPresent
+	}
+	b = append(b, flags)
+	if schemaVersion != 0 {
+		b = binary.LittleEndian.AppendUint32(b, uint32(schemaVersion))
+	}
+	if schemaID != 0 {
+		b = binary.LittleEndian.AppendUint64(b, uint64(schemaID))
+	}
+	return b
 }
 
 func appendBytes(b, v []byte) []byte {
@@ -95,11 +130,16 @@ func appendNullableBytes(b, v []byte) []byte {
 
 // Digest is the footer digest of rows msgs, in the order given (a file's
 // rows are in offset order): to check an archive file against the rows
-// another reader (orderlog's own read of the range) returns.
-func Digest(msgs []*orderlogpb.StoredMessage) string {
+// another reader (orderlog's own read of the range) returns. A row's
+// schema_version is schemaVersions[i] (0: null); nil means all null.
+func Digest(msgs []*orderlogpb.StoredMessage, schemaVersions []int32) string {
 	d := newRowDigest()
-	for _, m := range msgs {
-		d.add(m)
+	for i, m := range msgs {
+		var v int32
+		if schemaVersions != nil {
+			v = schemaVersions[i]
+		}
+		d.add(m, v)
 	}
 	return d.sum()
 }

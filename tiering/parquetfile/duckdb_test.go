@@ -46,6 +46,7 @@ var duckColumns = []duckColumn{
 	{"payload", "BLOB"},
 	{"headers", `STRUCT("key" VARCHAR, "value" BLOB)[]`},
 	{"schema_version", "INTEGER"},
+	{"schema_id", "BIGINT"},
 }
 
 // duckcheck runs node check.mjs with args and decodes its JSON into out.

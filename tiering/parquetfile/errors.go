@@ -29,7 +29,7 @@ var (
 	// of the orderlog.* footer keys: some other program's file.
 	ErrNotArchive = errors.New("parquetfile: not an orderlog archive file")
 	// ErrUnsupportedVersion is returned by Open for an orderlog.format_version
-	// other than "1".
+	// other than "1" and "2".
 	ErrUnsupportedVersion = errors.New("parquetfile: unsupported archive format version")
 	// ErrCorrupt is returned (wrapped, with what disagrees) by Open when the
 	// footer key-values are malformed or disagree with the file (row count,

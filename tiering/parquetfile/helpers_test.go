@@ -53,6 +53,9 @@ func genMessage(rng *rand.Rand, off uint64, o genOptions) *orderlogpb.StoredMess
 		k := []string{"trace", "content-type", "retry", ""}[rng.IntN(4)]
 		msg.Headers = append(msg.Headers, &orderlogpb.Header{Key: k, Value: randBytes(rng, rng.IntN(3))})
 	}
+	// Schema ids from the offset, not the rng (the other values stay what
+	// they were before messages had them): none, small, and above 2^31.
+	msg.SchemaId = [4]uint32{0, 1, 7, 1<<31 + 5}[off%4]
 	m := &orderlogpb.StoredMessage{
 		Offset:       off,
 		Message:      msg,
@@ -113,7 +116,7 @@ func writeFile(t testing.TB, first, end uint64, msgs []*orderlogpb.StoredMessage
 func digestOf(msgs []*orderlogpb.StoredMessage) string {
 	d := newRowDigest()
 	for _, m := range msgs {
-		d.add(m)
+		d.add(m, 0)
 	}
 	return d.sum()
 }

@@ -17,6 +17,9 @@ func (r Range) Len() uint64 { return r.End - r.First }
 
 // Meta is what an archive file's footer says about it.
 type Meta struct {
+	// FormatVersion is orderlog.format_version: 2 for the files this
+	// package writes, 1 for files written before (no schema_id column).
+	FormatVersion int
 	// First and End bound the file's offset range [First, End).
 	First, End uint64
 	// Holes are the offsets of [First, End) without a row, as maximal runs,
@@ -39,10 +42,12 @@ const (
 	keyRows          = "orderlog.rows"
 	keyDigest        = "orderlog.digest"
 
-	// formatVersion is the only orderlog.format_version this package writes
-	// and reads.
-	formatVersion = "1"
-	digestPrefix  = "sha256:"
+	// formatVersion is the orderlog.format_version this package writes;
+	// it reads it and formatVersion1 (no schema_id column, every
+	// schema_version null).
+	formatVersion  = "2"
+	formatVersion1 = "1"
+	digestPrefix   = "sha256:"
 )
 
 // footerKeys lists the footer keys in the order the writer appends them.
@@ -51,7 +56,7 @@ var footerKeys = []string{keyFormatVersion, keyFirst, keyEnd, keyHoles, keyRows,
 // footerValues renders m as the footer key-values, in footerKeys order.
 func footerValues(m Meta) []string {
 	return []string{
-		formatVersion,
+		strconv.Itoa(m.FormatVersion),
 		strconv.FormatUint(m.First, 10),
 		strconv.FormatUint(m.End, 10),
 		encodeHoles(m.Holes),
@@ -122,13 +127,18 @@ func decodeMeta(get func(string) (string, bool)) (Meta, error) {
 	if present == 0 {
 		return Meta{}, ErrNotArchive
 	}
-	if v, _ := get(keyFormatVersion); v != formatVersion {
+	var m Meta
+	switch v, _ := get(keyFormatVersion); v {
+	case formatVersion1:
+		m.FormatVersion = 1
+	case formatVersion:
+		m.FormatVersion = 2
+	default:
 		return Meta{}, fmt.Errorf("%w: %s=%q", ErrUnsupportedVersion, keyFormatVersion, v)
 	}
 	if present != len(footerKeys) {
 		return Meta{}, fmt.Errorf("%w: %d of the %d orderlog.* footer keys", ErrCorrupt, present, len(footerKeys))
 	}
-	var m Meta
 	var err error
 	if m.First, err = decimal(get, keyFirst); err != nil {
 		return Meta{}, err

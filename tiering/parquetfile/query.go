@@ -92,7 +92,7 @@ func (f *File) Select(ctx context.Context, from, to uint64, topic string, key []
 		case !may:
 			err = out.skip(rows[0], rows[1], false)
 		case topic == "" && len(key) == 0:
-			err = v.readRows(ctx, rows[0], rows[1], allFields, out.message)
+			err = v.readRows(ctx, rows[0], rows[1], v.allFields(), out.message)
 		default:
 			err = v.selectGroup(ctx, g, rows, topic, key, out)
 		}
@@ -187,7 +187,7 @@ func (f *File) selectGroup(ctx context.Context, g int, rows [2]int64, topic stri
 			return err
 		}
 		row := r[0]
-		err := f.readRows(ctx, r[0], r[1], allFields, func(m *orderlogpb.StoredMessage) error {
+		err := f.readRows(ctx, r[0], r[1], f.allFields(), func(m *orderlogpb.StoredMessage) error {
 			row++
 			if matches(m, topic, key) {
 				return out.message(m)

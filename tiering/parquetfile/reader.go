@@ -140,7 +140,7 @@ func Open(r io.ReaderAt, size int64, opts ...OpenOption) (_ *File, err error) {
 	if f.meta, err = decodeMeta(footerLookup(f.pq.MetaData().KeyValueMetadata())); err != nil {
 		return nil, err
 	}
-	if err := checkSchema(f.pq.MetaData().Schema); err != nil {
+	if err := checkSchema(f.pq.MetaData().Schema, f.meta.FormatVersion); err != nil {
 		return nil, err
 	}
 	f.index = newRowIndex(f.meta.First, f.meta.End, f.meta.Holes)
@@ -325,7 +325,30 @@ func (f *File) Read(ctx context.Context, from, to uint64, fn func(*orderlogpb.St
 	if err != nil {
 		return err
 	}
-	return v.readRows(ctx, f.index.rowsBelow(from), f.index.rowsBelow(to), allFields, fn)
+	return v.readRows(ctx, f.index.rowsBelow(from), f.index.rowsBelow(to), v.allFields(), fn)
+}
+
+// ReadVersioned is Read that also hands fn each row's schema_version (0:
+// null; always 0 in a format version 1 file), which is no field of a
+// StoredMessage: the tiering worker resolves it from the schema registry.
+func (f *File) ReadVersioned(ctx context.Context, from, to uint64, fn func(m *orderlogpb.StoredMessage, schemaVersion int32) error) error {
+	from, to = f.index.clip(from, to)
+	if from >= to {
+		return nil
+	}
+	v, err := f.at(ctx)
+	if err != nil {
+		return err
+	}
+	want := v.allFields() | fields(fieldSchemaVersion)
+	return v.readVersioned(ctx, f.index.rowsBelow(from), f.index.rowsBelow(to), want, func(batch []*orderlogpb.StoredMessage, versions []int32) error {
+		for i, m := range batch {
+			if err := fn(m, versions[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Verify reads every row and checks the rows against the footer: their
@@ -338,8 +361,11 @@ func (f *File) Verify(ctx context.Context) error { return f.VerifyEach(ctx, nil)
 // a caller checks its own properties of the rows in the same pass.
 func (f *File) VerifyEach(ctx context.Context, each func(*orderlogpb.StoredMessage)) error {
 	d := newRowDigest()
-	err := f.Read(ctx, f.meta.First, f.meta.End, func(m *orderlogpb.StoredMessage) error {
-		d.add(m)
+	err := f.ReadVersioned(ctx, f.meta.First, f.meta.End, func(m *orderlogpb.StoredMessage, schemaVersion int32) error {
+		if schemaVersion != 0 && m.GetMessage().GetSchemaId() == 0 {
+			return fmt.Errorf("%w: offset %d has schema_version %d and no schema_id", ErrCorrupt, m.GetOffset(), schemaVersion)
+		}
+		d.add(m, schemaVersion)
 		if each != nil {
 			each(m)
 		}
@@ -370,6 +396,12 @@ func (f *File) readRows(ctx context.Context, start, end int64, want fieldSet, fn
 
 // readBatches is readRows a batch of checked messages at a time.
 func (f *File) readBatches(ctx context.Context, start, end int64, want fieldSet, fn func([]*orderlogpb.StoredMessage) error) error {
+	return f.readVersioned(ctx, start, end, want, func(batch []*orderlogpb.StoredMessage, _ []int32) error { return fn(batch) })
+}
+
+// readVersioned is readBatches that also hands fn the batch's
+// schema_version values (nil unless want has fieldSchemaVersion).
+func (f *File) readVersioned(ctx context.Context, start, end int64, want fieldSet, fn func([]*orderlogpb.StoredMessage, []int32) error) error {
 	if start >= end {
 		return nil
 	}
@@ -391,7 +423,7 @@ func (f *File) readBatches(ctx context.Context, start, end int64, want fieldSet,
 				return err
 			}
 		}
-		if err := fn(batch); err != nil {
+		if err := fn(batch, cols.versions); err != nil {
 			return err
 		}
 		remaining -= int64(len(batch))

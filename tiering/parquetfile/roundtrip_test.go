@@ -68,7 +68,7 @@ func TestRoundTrip(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(len(name))))
 			msgs := genMessages(rng, tc.gen)
 			data, meta := writeFile(t, tc.gen.first, tc.gen.end, msgs, tc.opts)
-			wantMeta := Meta{First: tc.gen.first, End: tc.gen.end, Holes: holesOf(tc.gen.first, tc.gen.end, msgs),
+			wantMeta := Meta{FormatVersion: 2, First: tc.gen.first, End: tc.gen.end, Holes: holesOf(tc.gen.first, tc.gen.end, msgs),
 				Rows: int64(len(msgs)), Digest: digestOf(msgs)}
 			if !reflect.DeepEqual(meta, wantMeta) {
 				t.Fatalf("writer meta %+v, want %+v", meta, wantMeta)

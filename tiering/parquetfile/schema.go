@@ -20,12 +20,14 @@ const (
 	fieldPayload
 	fieldHeaders
 	fieldSchemaVersion
+	fieldSchemaID // format version 2 on
 	numFields
 )
 
 // Leaf column indices of the Parquet schema. The leaves of the fields
 // before headers have their field's index; headers has two leaves
-// (headers.list.element.key and .value), so schema_version is leaf 11.
+// (headers.list.element.key and .value), so schema_version is leaf 11 and
+// schema_id leaf 12. A format version 1 file has no schema_id column.
 const (
 	leafLogOffset     = fieldLogOffset
 	leafTopic         = fieldTopic
@@ -34,7 +36,9 @@ const (
 	leafHeaderKey     = fieldHeaders
 	leafHeaderValue   = fieldHeaders + 1
 	leafSchemaVersion = 11
-	numLeaves         = 12
+	leafSchemaID      = 12
+	numLeaves         = 13
+	numLeavesV1       = 12
 )
 
 // Column paths as arrow-go's writer properties name them.
@@ -66,6 +70,7 @@ var archiveSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "payload", Type: arrow.BinaryTypes.Binary},
 	{Name: "headers", Type: arrow.ListOfNonNullable(headerType)},
 	{Name: "schema_version", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+	{Name: "schema_id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 }, nil)
 
 // expectedLeaves is the Parquet schema an archive file must have, one
@@ -84,14 +89,20 @@ var expectedLeaves = [numLeaves]string{
 	"headers.list.element.key BYTE_ARRAY required STRING",
 	"headers.list.element.value BYTE_ARRAY required -",
 	"schema_version INT32 optional INT32",
+	"schema_id INT64 optional INT64",
 }
 
-// checkSchema reports whether the file's Parquet schema is the archive's.
-func checkSchema(s *schema.Schema) error {
-	if s.NumColumns() != numLeaves {
-		return fmt.Errorf("%w: %d leaf columns, want %d", ErrCorrupt, s.NumColumns(), numLeaves)
+// checkSchema reports whether the file's Parquet schema is the archive's
+// of format version `version`: version 1 has every leaf but schema_id.
+func checkSchema(s *schema.Schema, version int) error {
+	leaves := numLeaves
+	if version == 1 {
+		leaves = numLeavesV1
 	}
-	for i, want := range expectedLeaves {
+	if s.NumColumns() != leaves {
+		return fmt.Errorf("%w: %d leaf columns, want %d", ErrCorrupt, s.NumColumns(), leaves)
+	}
+	for i, want := range expectedLeaves[:leaves] {
 		col := s.Column(i)
 		got := fmt.Sprintf("%s %s %s %s", col.Path(), col.PhysicalType(), col.SchemaNode().RepetitionType(), logicalName(col.LogicalType()))
 		if got != want {

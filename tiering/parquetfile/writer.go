@@ -79,21 +79,32 @@ func NewWriter(w io.Writer, first uint64, o WriterOptions) (*Writer, error) {
 // sink when the file is closed, and the caller owns w.
 type writerOnly struct{ io.Writer }
 
-// Append adds m as the row at offset m.Offset. It returns ErrOutOfRange,
-// ErrOutOfOrder or ErrInvalidMessage (and writes nothing) for a row that
-// does not fit, ErrClosed after Close or a failed write.
-func (w *Writer) Append(m *orderlogpb.StoredMessage) error {
+// Append adds m as the row at offset m.Offset, its schema_version null.
+// It returns ErrOutOfRange, ErrOutOfOrder or ErrInvalidMessage (and
+// writes nothing) for a row that does not fit, ErrClosed after Close or a
+// failed write.
+func (w *Writer) Append(m *orderlogpb.StoredMessage) error { return w.AppendVersioned(m, 0) }
+
+// AppendVersioned is Append with the row's schema_version: the version of
+// m's schema id within the schema subject named like m's topic, 0 for
+// null (no schema id, or not a version of that subject). The tiering
+// worker resolves it; it must be 0 when m has no schema id, and is never
+// negative (else ErrInvalidMessage).
+func (w *Writer) AppendVersioned(m *orderlogpb.StoredMessage, schemaVersion int32) error {
 	if w.err != nil {
 		return w.err
 	}
 	if err := w.check(m); err != nil {
 		return err
 	}
+	if schemaVersion < 0 || (schemaVersion != 0 && m.GetMessage().GetSchemaId() == 0) {
+		return fmt.Errorf("%w: offset %d: schema version %d for schema id %d", ErrInvalidMessage, m.GetOffset(), schemaVersion, m.GetMessage().GetSchemaId())
+	}
 	if o := m.GetOffset(); o > w.next {
 		w.holes = append(w.holes, Range{First: w.next, End: o})
 	}
-	w.rows.append(m)
-	w.digest.add(m)
+	w.rows.append(m, schemaVersion)
+	w.digest.add(m, schemaVersion)
 	w.nrows++
 	w.next = m.GetOffset() + 1
 	if w.pending++; w.pending >= w.opts.BatchRows {
@@ -197,7 +208,7 @@ func (w *Writer) Close(end uint64) (Meta, error) {
 	if w.next < end {
 		w.holes = append(w.holes, Range{First: w.next, End: end})
 	}
-	meta := Meta{First: w.first, End: end, Holes: w.holes, Rows: w.nrows, Digest: w.digest.sum()}
+	meta := Meta{FormatVersion: 2, First: w.first, End: end, Holes: w.holes, Rows: w.nrows, Digest: w.digest.sum()}
 	for i, v := range footerValues(meta) {
 		if err := w.fw.AppendKeyValueMetadata(footerKeys[i], v); err != nil {
 			return Meta{}, w.fail(fmt.Errorf("parquetfile: footer: %w", err))
@@ -225,6 +236,7 @@ type rowBuilder struct {
 	headerKey                       *array.StringBuilder
 	headerValue                     *array.BinaryBuilder
 	schemaVersion                   *array.Int32Builder
+	schemaID                        *array.Int64Builder
 }
 
 func newRowBuilder() *rowBuilder {
@@ -242,6 +254,7 @@ func newRowBuilder() *rowBuilder {
 		payload:       rb.Field(fieldPayload).(*array.BinaryBuilder),
 		headers:       rb.Field(fieldHeaders).(*array.ListBuilder),
 		schemaVersion: rb.Field(fieldSchemaVersion).(*array.Int32Builder),
+		schemaID:      rb.Field(fieldSchemaID).(*array.Int64Builder),
 	}
 	b.header = b.headers.ValueBuilder().(*array.StructBuilder)
 	b.headerKey = b.header.FieldBuilder(0).(*array.StringBuilder)
@@ -249,8 +262,9 @@ func newRowBuilder() *rowBuilder {
 	return b
 }
 
-// append adds m's row; see digest.go for which values are null.
-func (b *rowBuilder) append(m *orderlogpb.StoredMessage) {
+// append adds m's row with its schema_version (0: null); see digest.go
+// for which values are null.
+func (b *rowBuilder) append(m *orderlogpb.StoredMessage, schemaVersion int32) {
 	msg := m.GetMessage()
 	b.offset.Append(int64(m.GetOffset()))
 	b.topic.Append(msg.GetTopic())
@@ -271,7 +285,16 @@ func (b *rowBuilder) append(m *orderlogpb.StoredMessage) {
 		b.headerKey.Append(h.GetKey())
 		b.headerValue.Append(h.GetValue())
 	}
-	b.schemaVersion.AppendNull()
+	if schemaVersion != 0 {
+		b.schemaVersion.Append(schemaVersion)
+	} else {
+		b.schemaVersion.AppendNull()
+	}
+	if id := msg.GetSchemaId(); id != 0 {
+		b.schemaID.Append(int64(id))
+	} else {
+		b.schemaID.AppendNull()
+	}
 }
 
 func appendNullable(b *array.BinaryBuilder, v []byte) {

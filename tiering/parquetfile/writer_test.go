@@ -36,7 +36,7 @@ func serialWrite(t *testing.T, msgs []*orderlogpb.StoredMessage, meta Meta, o Wr
 		}
 	}
 	for i, m := range msgs {
-		rows.append(m)
+		rows.append(m, 0)
 		if (i+1)%o.BatchRows == 0 {
 			flush()
 		}

@@ -24,7 +24,10 @@
 //   producer_seq i64 | message_id presence,bytes | ingest_time i64 (µs) |
 //   client_time presence,i64 (µs) | payload bytes |
 //   headers u32 count, then per header key bytes, value bytes |
-//   schema_version presence,i32
+//   schema flags (bit 0 schema_version present, bit 1 schema_id present) |
+//   schema_version i32 if present | schema_id i64 if present
+// A format version 1 file has no schema_id column and every schema_version
+// null: its flags byte is 0, the presence byte of version 1's encoding.
 // digest = "sha256:" + hex(SHA-256(concatenation of every row's encoding)).
 
 import { createHash } from 'node:crypto';
@@ -51,6 +54,7 @@ const present = (v, enc) => (v === null ? [Buffer.of(0)] : [Buffer.of(1), ...enc
 // rowEncoding returns the canonical encoding of one row of `select *`.
 function rowEncoding(r) {
   const [offset, topic, key, producerID, producerSeq, messageID, ingest, client, payload, headers, schemaVersion] = r;
+  const schemaID = r.length > 11 ? r[11] : null;
   const parts = [
     i64(offset), ...text(topic),
     ...present(key, (v) => bytes(v.bytes)),
@@ -62,7 +66,9 @@ function rowEncoding(r) {
     u32(headers.items.length),
   ];
   for (const h of headers.items) parts.push(...text(h.entries.key), ...bytes(h.entries.value.bytes));
-  parts.push(...present(schemaVersion, (v) => [i32(v)]));
+  parts.push(Buffer.of((schemaVersion === null ? 0 : 1) | (schemaID === null ? 0 : 2)));
+  if (schemaVersion !== null) parts.push(i32(schemaVersion));
+  if (schemaID !== null) parts.push(i64(schemaID));
   return Buffer.concat(parts);
 }
 
