@@ -130,6 +130,14 @@ bench-secure: build
 bench-scale: build
 	$(GO) run ./bench/scale -orderlog $(BIN) $(SCALE_ARGS)
 
+## bench-console: bench-e2e's peak load against `orderlog dev` with a headless Chromium tab on
+## the console's live tail and without it, alternately; ends with console_cpu_per_msg_ratio=
+## (the server's CPU per message) and console_vs_plain_ratio= (msg/s; goal: within noise of 1);
+## ~1 min; CONSOLE_ARGS='-rounds 5 -duration 6s'
+.PHONY: bench-console
+bench-console: build chromium-tool
+	$(GO) run ./bench/console -orderlog $(BIN) $(CONSOLE_ARGS)
+
 bench-wal:
 	@if [ -d bench/wal ]; then $(GO) run ./bench/wal; else echo "bench-wal: not built yet"; fi
 

@@ -444,7 +444,7 @@ function rows(page) {
 
 function renderPage(into, page, v, selected) {
   const summary = document.getElementById("q-summary");
-  summary.textContent = `${page.messages.length} messages from offset ${fmtInt(Number(v.offset) || 0)}; next ${fmtInt(page.next_offset)}; C = ${fmtInt(page.committed)}`;
+  summary.textContent = `${page.messages.length} message${page.messages.length === 1 ? "" : "s"} from offset ${fmtInt(Number(v.offset) || 0)}; next ${fmtInt(page.next_offset)}; C = ${fmtInt(page.committed)}`;
   const body = h("tbody", {});
   for (const r of rows(page)) {
     if (r.skipped) { body.append(skippedRow(r.skipped, selected)); continue; }
@@ -482,13 +482,18 @@ function skippedRow(s, selected) {
       (what === "hole" ? ", reserved by a sequencer that died, never a message)" : ", removed below the log start)")));
 }
 
+// payloadPreview is the start of a payload as one line of text: JSON as
+// JSON, text as text, other bytes as hex. Only the first bytes are decoded.
 function payloadPreview(m) {
-  if (m.payload !== undefined) return JSON.stringify(m.payload);
-  if (m.payload_base64 !== undefined) {
-    const text = utf8Text(b64bytes(m.payload_base64));
-    return text !== null ? text : "bytes: " + hex(b64bytes(m.payload_base64)).slice(0, 60);
+  if (m.payload !== undefined) {
+    const text = JSON.stringify(m.payload);
+    return text.length > 200 ? text.slice(0, 200) + "…" : text;
   }
-  return "";
+  if (m.payload_base64 === undefined) return "";
+  const more = m.payload_base64.length > 64;
+  const head = b64bytes(m.payload_base64.slice(0, 64)); // 48 bytes: a whole number of base64 quanta
+  const text = utf8Text(head, more);
+  return (text !== null ? text : "bytes: " + hex(head)) + (more ? "…" : "");
 }
 
 function b64bytes(s) {
@@ -498,9 +503,11 @@ function b64bytes(s) {
   return out;
 }
 
-function utf8Text(bytes) {
+// utf8Text is bytes as text, or null if they are not printable UTF-8;
+// cut says the bytes may end inside a character.
+function utf8Text(bytes, cut) {
   try {
-    const text = new TextDecoder("utf-8", {fatal: true}).decode(bytes);
+    const text = new TextDecoder("utf-8", {fatal: true}).decode(bytes, {stream: !!cut});
     return /[\x00-\x08\x0e-\x1f\x7f]/.test(text) ? null : text;
   } catch (_) { return null; }
 }
@@ -552,11 +559,11 @@ function messageDetail(m) {
 
 // ---------- Tail ----------
 
-const TAIL_ROWS = 200;
-// A tail that falls further behind than this jumps to the newest page:
-// the console shows the latest messages, it does not read the whole log
-// (that would load the node as a consumer does).
-const TAIL_MAX_BEHIND = 5000;
+// The tail reads one page of TAIL_PAGE messages per TAIL_POLL_MS (at most
+// 100 messages/s shown: more than anyone reads) and keeps TAIL_ROWS rows.
+const TAIL_PAGE = 50;
+const TAIL_ROWS = 100;
+const TAIL_POLL_MS = 500;
 
 function tailPage(main, params) {
   main.append(h("h1", {}, "Live tail"));
@@ -566,10 +573,10 @@ function tailPage(main, params) {
   const body = h("tbody", {id: "t-rows"});
   const form = h("form", {class: "query", "aria-label": "Tail options"}, h("label", {}, "Topic", topic), h("button", {type: "submit"}, "Follow"));
   main.append(form, h("div", {class: "buttons"}, pause, h("button", {type: "button", id: "t-clear", onclick: () => body.replaceChildren()}, "Clear")), status,
-    h("table", {id: "tail"}, h("caption", {}, "Newest first"),
+    h("table", {id: "tail", class: "fixed"}, h("caption", {}, "Newest first"),
       h("thead", {}, h("tr", {}, ["Offset", "Topic", "Key", "Payload", "Ingest time"].map(t => h("th", {scope: "col"}, t)))), body));
   form.addEventListener("submit", e => { e.preventDefault(); navigate("/ui/tail" + (topic.value.trim() ? "?topic=" + encodeURIComponent(topic.value.trim()) : "")); });
-  const state = {next: params.has("offset") ? Number(params.get("offset")) : null, paused: false, shown: [], committed: []};
+  const state = {next: params.has("offset") ? Number(params.get("offset")) : null, last: 0, paused: false, shown: [], committed: []};
   pause.addEventListener("click", () => {
     state.paused = !state.paused;
     pause.setAttribute("aria-pressed", String(state.paused));
@@ -579,20 +586,30 @@ function tailPage(main, params) {
   const previous = cleanup;
   cleanup = () => { stopped = true; clearTimeout(timer); previous(); };
   const tick = async () => {
-    let again = 500;
+    let again = TAIL_POLL_MS;
     if (!state.paused) {
-      try { again = await tailStep(state, topic.value.trim(), body, status); showError(null); } catch (e) { showError(e); again = 2000; }
+      try { await tailStep(state, topic.value.trim(), body, status); showError(null); } catch (e) { showError(e); again = 2000; }
     }
     if (!stopped) timer = setTimeout(tick, again);
   };
   tick();
 }
 
-// tailStep reads the next page and returns how long to wait before the
-// next one (none while pages come full).
+// tailStep reads one page of at most TAIL_PAGE messages; the tail reads
+// one page per TAIL_POLL_MS whatever the rate. When more arrived since
+// the last page than a page holds, it skips to the newest page and says
+// so: the console shows the latest messages, it does not read the whole
+// log (that is a consumer's load, and the produce path would pay for it).
 async function tailStep(state, topic, body, status) {
-  if (state.next === null) state.next = (await api("/v1/status")).committed || 0;
-  const q = new URLSearchParams({offset: String(state.next), limit: String(TAIL_ROWS)});
+  if (state.next === null) state.next = state.last = (await api("/v1/status")).committed || 0;
+  if (state.last - state.next > TAIL_PAGE) {
+    const jumpTo = state.last - TAIL_PAGE;
+    body.prepend(h("tr", {class: "hole"}, h("td", {class: "num"}, String(state.next)),
+      h("td", {colspan: 4}, `skipped offsets ${fmtInt(state.next)} to ${fmtInt(jumpTo - 1)}: more came than the tail shows (`,
+        h("a", {href: permalink(state.next, {topic})}, "read them"), ")")));
+    state.next = jumpTo;
+  }
+  const q = new URLSearchParams({offset: String(state.next), limit: String(TAIL_PAGE)});
   if (topic) q.set("topic", topic);
   const page = await api("/v1/messages?" + q);
   const now = Date.now() / 1000;
@@ -601,12 +618,7 @@ async function tailStep(state, topic, body, status) {
   state.shown.push([now, page.messages.length]);
   state.committed.push([now, page.committed]);
   state.next = page.next_offset;
-  if (page.committed - state.next > TAIL_MAX_BEHIND) {
-    const jumpTo = page.committed - TAIL_ROWS;
-    body.prepend(h("tr", {class: "hole"}, h("td", {class: "num"}, String(state.next)),
-      h("td", {colspan: 4}, `not shown: offsets ${fmtInt(state.next)} to ${fmtInt(jumpTo - 1)} came faster than the console shows (read them on Messages)`)));
-    state.next = jumpTo;
-  }
+  state.last = page.committed;
   const window = 10;
   state.shown = state.shown.filter(([t]) => now - t <= window);
   state.committed = state.committed.filter(([t]) => now - t <= window);
@@ -615,7 +627,6 @@ async function tailStep(state, topic, body, status) {
   const cRate = span > 0 ? (state.committed[state.committed.length - 1][1] - state.committed[0][1]) / span : 0;
   status.textContent = `Following ${topic ? "topic " + topic : "the whole log"} at offset ${fmtInt(state.next)} · ` +
     `${fmtRate(shownRate)} messages/s shown · C advancing ${fmtRate(cRate)} offsets/s`;
-  return page.messages.length >= TAIL_ROWS ? 0 : 500;
 }
 
 function tailRow(m, topic) {
