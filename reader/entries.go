@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"orderlog/ingest/batch"
 	"orderlog/ingest/ledger"
+	"orderlog/ingest/wal"
 )
 
 // EntrySource reads one confirmed ledger entry's payload.
@@ -27,7 +29,10 @@ type LedgerSource struct {
 	// reads try them last, so a tail does not wait a call timeout per
 	// entry.
 	silent ledger.SilentStores
-	mu     struct {
+	// local, when set, is the node's own WAL store: entries of ledgers it
+	// holds are borrowed from it in place (borrowEntry).
+	local LocalStore
+	mu    struct {
 		sync.Mutex
 		meta map[uint64]ledger.Metadata
 	}
@@ -58,6 +63,65 @@ func (s *LedgerSource) ReadEntry(ctx context.Context, ledgerID uint64, entry int
 	return e.Payload, nil
 }
 
+// LocalStore is the node's own WAL store (a *wal.Store), which lends
+// entries of its sealed segments without copying them (wal.Store.Borrow).
+type LocalStore interface {
+	StoreID() string
+	Incarnation() uint64
+	Borrow(ledger uint64, entry int64) (wal.ReadResult, *wal.Lease)
+}
+
+// UseLocalStore makes the source borrow the entries of ledgers whose
+// ensemble holds store's current incarnation from it, in place; every
+// other entry, and any the store does not answer PRESENT for, is read as
+// ReadEntry reads it. Call it before the first read.
+func (s *LedgerSource) UseLocalStore(store LocalStore) { s.local = store }
+
+// borrowEntry is ReadEntry for the reader's pages: the payload may alias
+// the local store's mapping of a sealed segment, valid until lease is
+// released (nil lease: the payload is the caller's).
+func (s *LedgerSource) borrowEntry(ctx context.Context, ledgerID uint64, entry int64) (payload []byte, lease entryLease, err error) {
+	if s.local != nil {
+		meta, err := s.metadata(ctx, ledgerID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if s.holdsLocally(meta) {
+			r, lease := s.local.Borrow(ledgerID, entry)
+			if r.Status == wal.Present && lease.Borrowed() {
+				return r.Payload, lease, nil
+			}
+			if r.Status == wal.Present {
+				return r.Payload, nil, nil // a copy (the active segment)
+			}
+			lease.Release()
+		}
+	}
+	payload, err = s.ReadEntry(ctx, ledgerID, entry)
+	return payload, nil, err
+}
+
+// holdsLocally reports whether the local store, in its current
+// incarnation, is a member of the ledger's ensemble (a store answers only
+// for the incarnation a ledger names, as the WAL service does).
+func (s *LedgerSource) holdsLocally(meta ledger.Metadata) bool {
+	for _, m := range meta.Ensemble {
+		if m.StoreID == s.local.StoreID() && m.Incarnation == s.local.Incarnation() {
+			return true
+		}
+	}
+	return false
+}
+
+// entryBorrower is an EntrySource that can lend entries (LedgerSource).
+// A nil lease means the payload is the caller's.
+type entryBorrower interface {
+	borrowEntry(ctx context.Context, ledgerID uint64, entry int64) ([]byte, entryLease, error)
+}
+
+// entryLease gives a borrowed payload back (a *wal.Lease).
+type entryLease interface{ Release() }
+
 func (s *LedgerSource) metadata(ctx context.Context, ledgerID uint64) (ledger.Metadata, error) {
 	s.mu.Lock()
 	meta, ok := s.mu.meta[ledgerID]
@@ -83,6 +147,49 @@ type decodedEntry struct {
 	// runEnds[k] is the index of the first record after run k.
 	runEnds      []int
 	payloadBytes int
+	// lease keeps the mapped WAL bytes the records alias valid (nil: the
+	// payload is on the heap). refs counts the entry's holders while it
+	// has one: the cache, and every page being built or sent that aliases
+	// it (entryPins); the last release returns the lease.
+	lease entryLease
+	refs  atomic.Int32
+}
+
+// hold adds a holder; only while the entry has one already (the cache's,
+// under its lock, or the caller's own).
+func (e *decodedEntry) hold() {
+	if e.lease != nil {
+		e.refs.Add(1)
+	}
+}
+
+// release drops a holder; the last one returns the mapped bytes.
+func (e *decodedEntry) release() {
+	if e.lease != nil && e.refs.Add(-1) == 0 {
+		e.lease.Release()
+	}
+}
+
+// entryPins are the borrowed entries a page aliases, one hold each: they
+// are released once the page is sent (Stream) or copied out (ReadPage).
+type entryPins struct {
+	entries []*decodedEntry
+}
+
+// add takes over the caller's hold of e.
+func (p *entryPins) add(e *decodedEntry) {
+	if e.lease != nil {
+		p.entries = append(p.entries, e)
+	}
+}
+
+func (p *entryPins) borrowed() bool { return len(p.entries) > 0 }
+
+func (p *entryPins) release() {
+	for _, e := range p.entries {
+		e.release()
+	}
+	p.entries = nil
 }
 
 // decodeEntry decodes the batch a segment names.

@@ -38,24 +38,27 @@ type cachedEntry struct {
 	decoded *decodedEntry
 }
 
-// get returns the entry if it is cached, and makes it the most recently
-// used.
+// get returns the entry if it is cached, held for the caller (release it),
+// and makes it the most recently used.
 func (c *entryCache) get(ledgerID uint64, entry int64) *decodedEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := len(c.mu.entries) - 1; i >= 0; i-- {
 		if e := c.mu.entries[i]; e.ledger == ledgerID && e.entry == entry {
 			c.mu.entries = append(append(c.mu.entries[:i], c.mu.entries[i+1:]...), e)
+			e.decoded.hold() // the cache's hold keeps it alive meanwhile
 			return e.decoded
 		}
 	}
 	return nil
 }
 
-// put adds an entry, dropping the least recently used beyond the bounds.
+// put adds an entry with a hold of the cache's own, dropping the least
+// recently used beyond the bounds (and their holds).
 func (c *entryCache) put(ledgerID uint64, entry int64, decoded *decodedEntry) {
+	decoded.hold()
+	var dropped []cachedEntry
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.mu.entries = append(c.mu.entries, cachedEntry{ledger: ledgerID, entry: entry, decoded: decoded})
 	c.mu.bytes += decoded.payloadBytes
 	drop := 0
@@ -64,26 +67,49 @@ func (c *entryCache) put(ledgerID uint64, entry int64, decoded *decodedEntry) {
 		drop++
 	}
 	if drop > 0 {
+		dropped = append(dropped, c.mu.entries[:drop]...)
 		c.mu.entries = append(c.mu.entries[:0], c.mu.entries[drop:]...)
+	}
+	c.mu.Unlock()
+	for _, e := range dropped {
+		e.decoded.release()
 	}
 }
 
 // segmentEntry returns the decoded entry of a Written segment, from the
-// cache or read and decoded, checked against the segment.
-func (r *Reader) segmentEntry(ctx context.Context, seg Segment) (*decodedEntry, error) {
+// cache or read and decoded, checked against the segment. The page that
+// aliases it holds it through pins.
+func (r *Reader) segmentEntry(ctx context.Context, seg Segment, pins *entryPins) (*decodedEntry, error) {
 	entry := r.decoded.get(seg.Ledger, seg.Entry)
 	if entry == nil {
-		payload, err := r.entries.ReadEntry(ctx, seg.Ledger, seg.Entry)
+		payload, lease, err := r.readEntry(ctx, seg)
 		if err != nil {
 			return nil, apierr.New(apierr.Unavailable, "read ledger %d entry %d: %v", seg.Ledger, seg.Entry, err)
 		}
 		if entry, err = decodeEntry(payload, seg); err != nil {
+			if lease != nil {
+				lease.Release()
+			}
 			return nil, &apierr.Error{Code: apierr.Internal, Message: err.Error()}
+		}
+		if entry.lease = lease; lease != nil {
+			entry.refs.Store(1) // the caller's, handed to pins below
 		}
 		r.decoded.put(seg.Ledger, seg.Entry, entry)
 	}
+	pins.add(entry)
 	if err := entry.check(seg); err != nil {
 		return nil, &apierr.Error{Code: apierr.Internal, Message: err.Error()}
 	}
 	return entry, nil
+}
+
+// readEntry reads a segment's entry, borrowing it in place when the source
+// can lend it (a nil lease: the payload is the reader's).
+func (r *Reader) readEntry(ctx context.Context, seg Segment) ([]byte, entryLease, error) {
+	if b, ok := r.entries.(entryBorrower); ok {
+		return b.borrowEntry(ctx, seg.Ledger, seg.Entry)
+	}
+	payload, err := r.entries.ReadEntry(ctx, seg.Ledger, seg.Entry)
+	return payload, nil, err
 }

@@ -94,8 +94,23 @@ var errNotSynced = apierr.New(apierr.Unavailable, "the reader has not caught up 
 // ReadPage returns up to limit matching messages at offsets ≥ from and below
 // C, in offset order, with every hole met on the way as a skipped range.
 // NextOffset is where the next page starts; it is below C when the page
-// stopped at limit or after PageSegments entries and holes.
+// stopped at limit or after PageSegments entries and holes. The page is
+// the caller's to keep: messages of entries borrowed from the local WAL
+// store are copied out of it (Stream's pages are not).
 func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Filter) (*orderlogpb.ReadResponse, error) {
+	var pins entryPins
+	defer pins.release()
+	page, err := r.readPage(ctx, from, limit, filter, &pins)
+	if page != nil && pins.borrowed() {
+		detachPage(page)
+	}
+	return page, err
+}
+
+// readPage is ReadPage with the page's messages aliasing the entries it
+// read: pins holds the borrowed ones, and the page is valid until they are
+// released.
+func (r *Reader) readPage(ctx context.Context, from uint64, limit int, filter Filter, pins *entryPins) (*orderlogpb.ReadResponse, error) {
 	epoch, committed := r.commits.Committed()
 	if epoch == 0 {
 		return nil, errNotSynced
@@ -107,7 +122,7 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 		return nil, err
 	}
 	page := &orderlogpb.ReadResponse{NextOffset: from, Committed: committed}
-	budget := &pageBudget{limit: limit, bytes: PageBytes}
+	budget := &pageBudget{limit: limit, bytes: PageBytes, pins: pins}
 	examined := 0
 	if start := r.LogStart(); from < start {
 		// Below the start first; a page that reaches the start with room
@@ -138,7 +153,7 @@ func (r *Reader) ReadPage(ctx context.Context, from uint64, limit int, filter Fi
 			// with a silent gap. An empty page goes on there at once (a
 			// stream takes an empty page for no progress).
 			if len(page.Messages) == 0 && len(page.Skipped) == 0 {
-				return r.ReadPage(ctx, page.NextOffset, limit, filter)
+				return r.readPage(ctx, page.NextOffset, limit, filter, pins)
 			}
 			return page, nil
 		}
@@ -169,6 +184,8 @@ type pageBudget struct {
 	bytes int
 	used  int
 	spent bool // a message did not fit in the bytes left
+	// pins holds the borrowed entries the page's messages alias.
+	pins *entryPins
 }
 
 func (b *pageBudget) full(page *orderlogpb.ReadResponse) bool {
@@ -189,7 +206,7 @@ func (b *pageBudget) take(page *orderlogpb.ReadResponse, size int) bool {
 // offsets in [from, to), up to the page's budget, and returns the next
 // offset.
 func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadResponse, seg Segment, from, to uint64, budget *pageBudget, filter Filter) (uint64, error) {
-	entry, err := r.segmentEntry(ctx, seg)
+	entry, err := r.segmentEntry(ctx, seg, budget.pins)
 	if err != nil {
 		return 0, err
 	}
@@ -236,6 +253,10 @@ func (r *Reader) appendSegment(ctx context.Context, page *orderlogpb.ReadRespons
 // (0: until C when the call started, or forever when follow is set). With
 // follow it waits for C to advance instead of ending. The next page is read
 // while emit sends the one before (readAhead).
+//
+// A page is valid only until emit returns: its messages may alias entries
+// borrowed from the local WAL store's mapped segments, given back once
+// emit is done (emit encodes or copies what it keeps).
 func (r *Reader) Stream(ctx context.Context, from uint64, limit int, filter Filter, follow bool, emit func(*orderlogpb.ReadResponse) error) error {
 	epoch, end := r.commits.Committed()
 	if !follow && epoch == 0 {
@@ -249,21 +270,30 @@ func (r *Reader) Stream(ctx context.Context, from uint64, limit int, filter Filt
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pages := make(chan *orderlogpb.ReadResponse, streamReadAhead)
+	pages := make(chan pinnedPage, streamReadAhead)
 	var readErr error
 	go func() {
 		defer close(pages)
 		readErr = r.readPages(ctx, streamSpan{from: from, end: end, limit: limit, follow: follow}, filter, pages)
 	}()
-	for page := range pages {
-		if err := emit(page); err != nil {
+	for p := range pages {
+		err := emit(p.page)
+		p.pins.release()
+		if err != nil {
 			cancel()
-			for range pages { // no read of this stream outlives it
+			for p := range pages { // no read of this stream outlives it
+				p.pins.release()
 			}
 			return err
 		}
 	}
 	return readErr // set before pages closed
+}
+
+// pinnedPage is a page of a stream with the borrowed entries it aliases.
+type pinnedPage struct {
+	page *orderlogpb.ReadResponse
+	pins *entryPins
 }
 
 // streamReadAhead is how many pages a stream reads before emit has taken
@@ -281,7 +311,7 @@ type streamSpan struct {
 
 // readPages reads span's pages into pages, in order, and returns what ends
 // the stream (nil: the span is read).
-func (r *Reader) readPages(ctx context.Context, span streamSpan, filter Filter, pages chan<- *orderlogpb.ReadResponse) error {
+func (r *Reader) readPages(ctx context.Context, span streamSpan, filter Filter, pages chan<- pinnedPage) error {
 	from, sent := span.from, 0
 	for {
 		if !span.follow && from >= span.end {
@@ -296,17 +326,22 @@ func (r *Reader) readPages(ctx context.Context, span streamSpan, filter Filter, 
 		if span.limit > 0 {
 			want = min(want, span.limit-sent)
 		}
-		page, err := r.ReadPage(ctx, from, want, filter)
+		pins := &entryPins{}
+		page, err := r.readPage(ctx, from, want, filter, pins)
 		if err != nil {
+			pins.release()
 			return err
 		}
 		if !span.follow && page.NextOffset > span.end { // a plain read stops at C as it was at the start
 			TrimToEnd(page, span.end)
 		}
-		if len(page.Messages) > 0 || len(page.Skipped) > 0 {
+		if len(page.Messages) == 0 && len(page.Skipped) == 0 {
+			pins.release()
+		} else {
 			select {
-			case pages <- page:
+			case pages <- pinnedPage{page: page, pins: pins}:
 			case <-ctx.Done():
+				pins.release()
 				return apierr.New(apierr.Timeout, "read ended: %v", ctx.Err())
 			}
 		}
@@ -343,4 +378,35 @@ func TrimToEnd(page *orderlogpb.ReadResponse, end uint64) {
 	}
 	page.Skipped = skipped
 	page.NextOffset = end
+}
+
+// detachPage copies what the page's messages alias (keys, values, message
+// ids, header values) into one allocation of the page's own, so that it
+// outlives the entries it was read from. Topics and header keys are
+// strings the batch decoder copied already.
+func detachPage(page *orderlogpb.ReadResponse) {
+	size := 0
+	for _, st := range page.Messages {
+		m := st.Message
+		size += len(m.Key) + len(m.Value) + len(m.MessageId)
+		for _, h := range m.Headers {
+			size += len(h.Value)
+		}
+	}
+	buf := make([]byte, 0, size)
+	clone := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		start := len(buf)
+		buf = append(buf, b...)
+		return buf[start:len(buf):len(buf)]
+	}
+	for _, st := range page.Messages {
+		m := st.Message
+		m.Key, m.Value, m.MessageId = clone(m.Key), clone(m.Value), clone(m.MessageId)
+		for _, h := range m.Headers {
+			h.Value = clone(h.Value)
+		}
+	}
 }

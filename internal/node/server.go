@@ -434,7 +434,11 @@ func (s *Server) startRoles(ctx context.Context) error {
 	if s.cfg.Roles.Reader || s.cfg.Roles.Ingest { // the HTTP API reads through a local reader
 		commits := reader.NewCommitMap()
 		go reader.Follow(ctx, s.cli, commits, reader.FollowConfig{Logger: s.logger, Events: s.events, Credentials: s.peerCredentials()})
-		s.reader = reader.New(commits, reader.NewLedgerSource(s.cli, s.dialer))
+		entries := reader.NewLedgerSource(s.cli, s.dialer)
+		if s.store != nil {
+			entries.UseLocalStore(s.store) // pages read in place from its sealed segments
+		}
+		s.reader = reader.New(commits, entries)
 		svc := newService(s.cli, s.ingest, s.reader, s.status)
 		reader.NewService(s.reader, svc.partitionFilter).Register(s.grpc)
 		s.consumers = consumer.NewService(consumer.Config{Etcd: s.cli, Reader: s.reader, Partitions: svc.partitions,
