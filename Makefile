@@ -6,7 +6,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m
 export PATH := $(GOBIN):$(PATH)
 
-.PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster bench-longrun bench-tiering bench-read bench-tls bench-secure \
+.PHONY: run cluster build test test-race fuzz-short bench bench-wal bench-ledger bench-sequencer bench-e2e bench-cluster bench-longrun bench-tiering bench-read bench-tls bench-secure bench-schemas \
         proto proto-tools s3-server-tool duckdb-tool chromium-tool soak chaos chaos-short vet cross fmt clean
 
 ## run: build and start `orderlog dev` (everything in one process, data in ./data)
@@ -120,6 +120,12 @@ bench-tls: build
 ## secure_cpu_per_msg_ratio=; ~3 min; SECURE_ARGS='-rounds 5 -duration 6s'
 bench-secure: build
 	$(GO) run ./bench/tls -secure -orderlog $(BIN) $(SECURE_ARGS)
+
+## bench-schemas: the bench-e2e load of 1 KiB JSON payloads into a topic with strict JSON
+## Schema validation and into one without, alternately on one `orderlog dev` (issue 21);
+## ends with validated_cpu_per_msg_ratio= and validated_vs_plain_ratio= (goal >= 0.8); ~1 min
+bench-schemas: build
+	$(GO) run ./bench/schemas -orderlog $(BIN) $(SCHEMAS_ARGS)
 
 ## bench-scale: one `orderlog sequencer` and N = 1, 2, 4, 8 `orderlog ingest` processes (W=A=1,
 ## stores and etcd on tmpfs) under the bench load: per N msg/s, grants/s, messages per grant,

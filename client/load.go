@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,12 @@ type LoadConfig struct {
 	// modulo Keys, spreading them over the topic's virtual partitions
 	// (0: no keys, every message in partition 0).
 	Keys int
+	// Topic is the messages' topic ("": "bench").
+	Topic string
+	// Payload, if set, is every message's value (Size is then ignored);
+	// SchemaID names the schema it is written in (0: none).
+	Payload  []byte
+	SchemaID uint32
 }
 
 // LoadResult is what a load measured.
@@ -70,9 +77,12 @@ func RunLoad(ctx context.Context, c *Client, cfg LoadConfig) (LoadResult, error)
 	if err := cfg.Validate(); err != nil {
 		return LoadResult{}, err
 	}
-	payload := make([]byte, cfg.Size)
-	for i := range payload {
-		payload[i] = byte('a' + i%26)
+	payload := cfg.Payload
+	if payload == nil {
+		payload = make([]byte, cfg.Size)
+		for i := range payload {
+			payload[i] = byte('a' + i%26)
+		}
 	}
 	framesPerStream := -1
 	if cfg.Count > 0 {
@@ -151,7 +161,7 @@ func loadStream(ctx context.Context, cl *Client, name string, payload []byte, cf
 	// kept for a resend), so one set serves them all.
 	messages := make([]*orderlogpb.Message, cfg.Frame)
 	for j := range messages {
-		messages[j] = &orderlogpb.Message{Topic: "bench", Value: payload}
+		messages[j] = &orderlogpb.Message{Topic: cmp.Or(cfg.Topic, "bench"), Value: payload, SchemaId: cfg.SchemaID}
 		if cfg.Keys > 0 {
 			messages[j].Key = []byte("k" + strconv.Itoa(j%cfg.Keys))
 		}
