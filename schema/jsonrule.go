@@ -14,7 +14,7 @@ import (
 // keeps validation within the produce path's budget. Other schemas are
 // validated by the full validator (payload.go).
 type jsonRule struct {
-	nothing    bool     // the schema false: no instance is valid
+	nothing    bool        // the schema false: no instance is valid
 	types      jsonTypeSet // 0: any type
 	props      map[string]*jsonRule
 	required   map[string]int // property → bit in the seen mask

@@ -89,7 +89,9 @@ func (v avroValidator) validate(value []byte) error {
 	return nil
 }
 
-type protoValidator struct{ message protoreflect.MessageDescriptor }
+type protoValidator struct {
+	message protoreflect.MessageDescriptor
+}
 
 func (v protoValidator) validate(value []byte) error {
 	if err := proto.Unmarshal(value, dynamicpb.NewMessage(v.message)); err != nil {
