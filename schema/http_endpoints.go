@@ -168,7 +168,15 @@ func (h *handler) getLevel(r *http.Request) (any, error) {
 		return nil, &httpError{http.StatusNotFound, codeSubjectLevelNotSet,
 			"Subject '" + subject + "' does not have subject-level compatibility configured"}
 	}
-	return map[string]Level{"compatibilityLevel": level}, nil
+	answer := map[string]string{"compatibilityLevel": string(level)}
+	if subject != "" { // orderlog's own field: what produce checks of the topic
+		validation, err := h.reg.Validation(r.Context(), subject)
+		if err != nil {
+			return nil, err
+		}
+		answer["validation"] = string(validation)
+	}
+	return answer, nil
 }
 
 // putLevel sets a subject's compatibility level, or with orderlog's own
