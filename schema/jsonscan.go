@@ -247,15 +247,30 @@ func (s *jsonScanner) array(rule *jsonRule, depth int) error {
 	}
 }
 
+// stringSpecial marks the bytes a string scan stops at: the closing
+// quote, a backslash, and control characters (not allowed unescaped).
+var stringSpecial = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
 // str scans a string and returns its value: the raw bytes when it has no
 // escapes (no copy), else the decoded value.
 func (s *jsonScanner) str() ([]byte, error) {
 	start := s.i
 	s.i++ // "
 	escaped := false
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
+	for {
+		for s.i < len(s.b) && !stringSpecial[s.b[s.i]] {
+			s.i++
+		}
+		if s.i >= len(s.b) {
+			return nil, s.syntax("unterminated string")
+		}
+		switch c := s.b[s.i]; {
 		case c == '"':
 			s.i++
 			if !escaped {
@@ -271,13 +286,10 @@ func (s *jsonScanner) str() ([]byte, error) {
 			if err := s.escape(); err != nil {
 				return nil, err
 			}
-		case c < 0x20:
-			return nil, s.syntax("control character in a string")
 		default:
-			s.i++
+			return nil, s.syntax("control character in a string")
 		}
 	}
-	return nil, s.syntax("unterminated string")
 }
 
 func (s *jsonScanner) escape() error {
