@@ -36,9 +36,11 @@ type build struct {
 	// clocks), so a later row may have been ingested earlier. Time-range
 	// queries skip files by these (the manifest's).
 	minMicro, maxMicro int64
+	// schemas resolves the rows' schema_version (nil: all null).
+	schemas *fileSchemas
 }
 
-func newBuild(dir string, first uint64, policy CutPolicy, opts parquetfile.WriterOptions) (*build, error) {
+func newBuild(dir string, first uint64, policy CutPolicy, opts parquetfile.WriterOptions, schemas *fileSchemas) (*build, error) {
 	f, err := os.CreateTemp(dir, "building-*.parquet")
 	if err != nil {
 		return nil, fmt.Errorf("tiering: create a local file to build in: %w", err)
@@ -49,7 +51,7 @@ func newBuild(dir string, first uint64, policy CutPolicy, opts parquetfile.Write
 		os.Remove(f.Name())
 		return nil, err
 	}
-	return &build{cut: cutter{policy: policy, first: first}, next: first, file: f, writer: w}, nil
+	return &build{cut: cutter{policy: policy, first: first}, next: first, file: f, writer: w, schemas: schemas}, nil
 }
 
 // discard removes the local file (nil-safe).
@@ -75,7 +77,7 @@ func (b *build) extend(ctx context.Context, log LogSource, committed, planned ui
 		pages := startReadAhead(ctx, log, b.next, limit)
 		defer pages.stop()
 		for b.next < limit {
-			end, err := b.appendPage(pages, planned)
+			end, err := b.appendPage(ctx, pages, planned)
 			if err != nil || end > 0 {
 				return end, err
 			}
@@ -93,7 +95,7 @@ func (b *build) extend(ctx context.Context, log LogSource, committed, planned ui
 // appendPage appends the next page's messages below the read's limit and
 // moves next past the page; it returns where the file ends if the cut
 // policy ends it in the page (never with planned > 0).
-func (b *build) appendPage(pages *readAhead, planned uint64) (uint64, error) {
+func (b *build) appendPage(ctx context.Context, pages *readAhead, planned uint64) (uint64, error) {
 	p, err := pages.next()
 	switch {
 	case err != nil:
@@ -111,7 +113,7 @@ func (b *build) appendPage(pages *readAhead, planned uint64) (uint64, error) {
 		if planned == 0 && b.cut.cutBefore(m.IngestTimeUs) {
 			return m.Offset, nil
 		}
-		if err := b.append(m); err != nil {
+		if err := b.append(ctx, m); err != nil {
 			return 0, err
 		}
 		if full := b.cut.add(m.IngestTimeUs, size); full && planned == 0 {
@@ -126,8 +128,12 @@ func (b *build) appendPage(pages *readAhead, planned uint64) (uint64, error) {
 	return 0, nil
 }
 
-func (b *build) append(m *orderlogpb.StoredMessage) error {
-	if err := b.writer.Append(m); err != nil {
+func (b *build) append(ctx context.Context, m *orderlogpb.StoredMessage) error {
+	version, err := b.schemas.version(ctx, m.GetMessage().GetTopic(), m.GetMessage().GetSchemaId())
+	if err != nil {
+		return fmt.Errorf("archive offset %d: %w", m.Offset, err)
+	}
+	if err := b.writer.AppendVersioned(m, version); err != nil {
 		return fmt.Errorf("archive offset %d: %w", m.Offset, err)
 	}
 	t := m.IngestTimeUs

@@ -106,7 +106,7 @@ func buildAll(t *testing.T, l *pagedLog, policy CutPolicy) ([]uint64, [][]byte, 
 	var builds []*build
 	committed, _ := l.Committed()
 	for first := uint64(0); first < committed; {
-		b, err := newBuild(dir, first, policy, parquetfile.WriterOptions{RowGroupRows: 100})
+		b, err := newBuild(dir, first, policy, parquetfile.WriterOptions{RowGroupRows: 100}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +218,7 @@ func TestBuildReadError(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	l := newPagedLog(1000, func(o uint64) time.Time { return time.Unix(1_800_000_000, 0) })
 	l.failAt = 500
-	b, err := newBuild(t.TempDir(), 0, CutPolicy{FileBytes: 1 << 30, FileAge: time.Minute}, parquetfile.WriterOptions{})
+	b, err := newBuild(t.TempDir(), 0, CutPolicy{FileBytes: 1 << 30, FileAge: time.Minute}, parquetfile.WriterOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestBuildStopsReadingAtACut(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	l := newPagedLog(100_000, func(o uint64) time.Time { return time.Unix(1_800_000_000, 0) })
 	counted := &pageCountLog{LogSource: l}
-	b, err := newBuild(t.TempDir(), 0, CutPolicy{FileBytes: 10 << 10, FileAge: time.Minute}, parquetfile.WriterOptions{})
+	b, err := newBuild(t.TempDir(), 0, CutPolicy{FileBytes: 10 << 10, FileAge: time.Minute}, parquetfile.WriterOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestBuildStopsReadingAtACut(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	b2, err := newBuild(t.TempDir(), 0, CutPolicy{FileBytes: 1 << 30, FileAge: time.Minute}, parquetfile.WriterOptions{})
+	b2, err := newBuild(t.TempDir(), 0, CutPolicy{FileBytes: 1 << 30, FileAge: time.Minute}, parquetfile.WriterOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,12 +11,17 @@
 // start through a block cache on the local disk. With archive keys
 // (ArchiveKeys: HKDF of the node's encryption key file) the worker writes
 // encrypted files and the reader decrypts them; a file under a key id the
-// reader lacks answers INTERNAL naming the id.
+// reader lacks answers INTERNAL naming the id. With a SchemaResolver the
+// worker fills each row's schema_version and writes the versions the rows
+// name under _schemas/ before the file (fileschemas.go: resolved against
+// the versions registered before the file's plan, so a repeated plan
+// writes the same rows).
 //
 // Invariants: T never decreases; every offset in [head.First, T) is in
 // exactly one published file, as a row or a hole; an object is never
 // overwritten (a conflicting one halts the worker); nothing temporary is
-// written under the archive's prefix.
+// written under the archive's prefix; a row's schema_version names a
+// _schemas/ object already in place.
 //
 // It must never publish a file whose rows differ from the log's, nor move
 // T past what a manifest segment covers.

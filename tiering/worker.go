@@ -36,6 +36,10 @@ type Config struct {
 	// Keys decrypt an encrypted object found under a planned key (a 412:
 	// an earlier attempt's), to compare its footer. Nil: no keys.
 	Keys *parquetfile.Keys
+	// Schemas resolves the rows' schema_version and the schemas written
+	// under _schemas/ (docs/format/archive.md); nil: every
+	// schema_version is null and no schema is written.
+	Schemas SchemaResolver
 	// TempDir holds the file being built (created; leftovers removed).
 	TempDir string
 	// Interval between passes. Default 1 s.
@@ -74,6 +78,9 @@ type Worker struct {
 	cfg Config
 	// publishedT is T after the last file this worker published.
 	publishedT uint64
+	// schemasWritten are the schema objects this worker put or found
+	// (immutable: never put again).
+	schemasWritten map[topicVersion]bool
 }
 
 // New returns a worker; call Run.
@@ -81,7 +88,7 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: cfg}, nil
+	return &Worker{cfg: cfg, schemasWritten: map[topicVersion]bool{}}, nil
 }
 
 // Run campaigns and, while elected, archives until ctx ends.
@@ -211,7 +218,8 @@ func (w *Worker) Pass(ctx context.Context, l *leader) error {
 	}
 	if l.build == nil || l.build.cut.first != head.T {
 		l.discard()
-		if l.build, err = newBuild(w.cfg.TempDir, head.T, w.cfg.Cut, w.cfg.Writer); err != nil {
+		l.build, err = newBuild(w.cfg.TempDir, head.T, w.cfg.Cut, w.cfg.Writer, newFileSchemas(w.cfg.Schemas, unbounded))
+		if err != nil {
 			return err
 		}
 	}
@@ -232,6 +240,15 @@ func (w *Worker) Pass(ctx context.Context, l *leader) error {
 		return err
 	}
 	crashPoint(afterPlan)
+	if settled, err := b.schemas.settle(ctx, plan.ModRevision); err != nil || !settled {
+		// The plan stands; the next pass builds its file again, under it.
+		b.discard()
+		if err == nil {
+			w.cfg.Logger.Info("tiering: a schema id of the file was registered under its topic before the plan; building it again",
+				"first", plan.First, "end", plan.End)
+		}
+		return err
+	}
 	return w.finishAndPublish(ctx, l, head, plan, b)
 }
 
@@ -251,7 +268,7 @@ func (w *Worker) publishPlanned(ctx context.Context, l *leader, head Head, plan 
 		w.cfg.Logger.Info("tiering: the recorded plan ends beyond C; waiting", "end", plan.End, "committed", committed)
 		return nil
 	}
-	b, err := newBuild(w.cfg.TempDir, plan.First, w.cfg.Cut, w.cfg.Writer)
+	b, err := newBuild(w.cfg.TempDir, plan.First, w.cfg.Cut, w.cfg.Writer, newFileSchemas(w.cfg.Schemas, plan.ModRevision))
 	if err != nil {
 		return err
 	}
@@ -280,6 +297,14 @@ func (w *Worker) finishAndPublish(ctx context.Context, l *leader, head Head, pla
 func (w *Worker) publishBuilt(ctx context.Context, l *leader, head Head, r ready) error {
 	l.ready = &r
 	f := r.file
+	// The schemas first: a row never names a schema whose object is
+	// absent, for readers of the manifest or of a listing of the prefix.
+	if err := putSchemas(ctx, w.cfg.Store, w.cfg.Prefix, r.build.schemas, w.schemasWritten); err != nil {
+		if errors.Is(err, ErrConflict) {
+			l.discard()
+		}
+		return fmt.Errorf("schemas of %s: %w", r.plan.Object, err)
+	}
 	up, err := upload(ctx, w.cfg.Store, w.cfg.Keys, r.build, f)
 	if err != nil {
 		if errors.Is(err, ErrConflict) {

@@ -96,6 +96,8 @@ type workerWorld struct {
 	// keys, when set, encrypt the files the workers write and decrypt
 	// them for the workers and checkArchive.
 	keys *parquetfile.Keys
+	// schemas, when set, resolves the workers' schema versions.
+	schemas SchemaResolver
 }
 
 func newWorkerWorld(t *testing.T) *workerWorld {
@@ -113,7 +115,7 @@ func (w *workerWorld) worker(t *testing.T, name string, store objstore.Store) (*
 	t.Helper()
 	wk, err := New(Config{Etcd: w.cli, Store: store, Log: w.log, LogStart: func() uint64 { return 0 }, Name: name,
 		Cut: CutPolicy{FileBytes: 20 << 10, FileAge: time.Minute}, TempDir: filepath.Join(w.dir, "tmp-"+name),
-		Writer: parquetfile.WriterOptions{Keys: w.keys}, Keys: w.keys, Now: func() time.Time { return w.now }})
+		Writer: parquetfile.WriterOptions{Keys: w.keys}, Keys: w.keys, Schemas: w.schemas, Now: func() time.Time { return w.now }})
 	if err != nil {
 		t.Fatal(err)
 	}

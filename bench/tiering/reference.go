@@ -40,6 +40,7 @@ var plainSchema = arrow.NewSchema([]arrow.Field{
 		arrow.Field{Name: "value", Type: arrow.BinaryTypes.Binary},
 	))},
 	{Name: "schema_version", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+	{Name: "schema_id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 }, nil)
 
 // plainProperties are the archive's writer settings
@@ -125,6 +126,11 @@ func (w *plainWriter) append(msgs []*orderlogpb.StoredMessage) error {
 			header.FieldBuilder(1).(*array.BinaryBuilder).Append(h.Value)
 		}
 		rb.Field(10).(*array.Int32Builder).AppendNull()
+		if msg.SchemaId != 0 {
+			rb.Field(11).(*array.Int64Builder).Append(int64(msg.SchemaId))
+		} else {
+			rb.Field(11).(*array.Int64Builder).AppendNull()
+		}
 		if w.pending++; w.pending == parquetfile.DefaultBatchRows {
 			if err := w.flush(); err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 
 	"orderlog/proto/orderlogpb"
 	"orderlog/reader"
+	"orderlog/schema"
 	"orderlog/tiering"
 	"orderlog/tiering/objstore"
 	"orderlog/tiering/parquetfile"
@@ -94,7 +95,7 @@ func (s *Server) startArchive(ctx context.Context) error {
 	w, err := tiering.New(tiering.Config{Etcd: s.cli, Store: store, Log: rawLog{s.reader}, LogStart: s.reader.LogStart,
 		Name: name, Cut: tiering.CutPolicy{FileBytes: s.cfg.Archive.FileBytes, FileAge: s.cfg.Archive.FileAge},
 		Writer: parquetfile.WriterOptions{Keys: writerKeys}, Keys: keys, TempDir: filepath.Join(dir, "tiering"), Interval: s.cfg.Archive.Interval,
-		Logger: s.logger, Metrics: metrics})
+		Schemas: tiering.NewSchemaResolver(schema.New(s.cli)), Logger: s.logger, Metrics: metrics})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,11 @@
 //     encoding below).
 //   node check.mjs --recipe DIR  prints {topic: count} from the query the
 //     format doc gives for a directory of dt=YYYY-MM-DD partitions.
+//   node check.mjs --schemas DIR  prints, for every row of the archive in
+//     DIR (a local copy of the prefix), [log_offset, topic, schema_id,
+//     schema_version, and from the schema object the row names (joined
+//     from DIR/_schemas/*/*.json on subject = topic and version =
+//     schema_version) its id, schemaType and schema], in offset order.
 //   node check.mjs --encrypted KEY FILE  reads an encrypted file: prints
 //     {no_key_error, rows: [[log_offset, payload as UTF-8]...]}, the error
 //     of a read without the key, then the rows read with KEY (base64) given
@@ -122,6 +127,17 @@ async function recipe(conn, dir) {
   return counts;
 }
 
+async function schemas(conn, dir) {
+  const out = [];
+  const sql = `select d.log_offset, d.topic, d.schema_id, d.schema_version, s.id, s.schemaType, s.schema
+    from read_parquet(${quote(dir + '/dt=*/*.parquet')}) d
+    left join read_json(${quote(dir + '/_schemas/*/*.json')}, columns = {subject: 'VARCHAR', version: 'INTEGER', id: 'BIGINT', schemaType: 'VARCHAR', schema: 'VARCHAR'}) s
+      on s.subject = d.topic and s.version = d.schema_version
+    order by d.log_offset`;
+  await rows(conn, sql, (r) => out.push(r.map((v) => (typeof v === 'bigint' ? Number(v) : v))));
+  return out;
+}
+
 async function encrypted(conn, key, file) {
   const out = { no_key_error: null, rows: [] };
   try {
@@ -143,6 +159,7 @@ async function main(args) {
   try {
     if (args[0] === '--recipe') return await recipe(conn, args[1]);
     if (args[0] === '--encrypted') return await encrypted(conn, args[1], args[2]);
+    if (args[0] === '--schemas') return await schemas(conn, args[1]);
     const out = [];
     for (const file of args) out.push(await checkFile(conn, file));
     return out;
@@ -153,8 +170,8 @@ async function main(args) {
 }
 
 const args = process.argv.slice(2);
-if (args.length === 0 || (args[0] === '--recipe' && args.length !== 2) || (args[0] === '--encrypted' && args.length !== 3)) {
-  console.error('usage: node check.mjs FILE... | node check.mjs --recipe DIR | node check.mjs --encrypted KEY FILE');
+if (args.length === 0 || (['--recipe', '--schemas'].includes(args[0]) && args.length !== 2) || (args[0] === '--encrypted' && args.length !== 3)) {
+  console.error('usage: node check.mjs FILE... | node check.mjs --recipe DIR | node check.mjs --schemas DIR | node check.mjs --encrypted KEY FILE');
   process.exit(2);
 }
 main(args).then(
