@@ -25,7 +25,8 @@ CREATE EXTERNAL TABLE IF NOT EXISTS orderlog_messages (
   `client_time`    timestamp,
   `payload`        binary,
   `headers`        array<struct<key:string,value:binary>>,
-  `schema_version` int
+  `schema_version` int,
+  `schema_id`      bigint
 )
 PARTITIONED BY (
   `dt` string
