@@ -83,6 +83,11 @@ type noLoader struct{}
 
 func (noLoader) Load(url string) (any, error) { return nil, fmt.Errorf("%s: %w", url, errNoLoader) }
 
+// schemaURL names a JSON Schema being compiled: an absolute URL, so that
+// the compiler does not resolve a file name against the server's working
+// directory and show it in errors.
+const schemaURL = "urn:orderlog:schema"
+
 func parseJSONSchema(text string) (any, error) {
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 	if err != nil {
@@ -90,10 +95,10 @@ func parseJSONSchema(text string) (any, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(noLoader{})
-	if err := c.AddResource("schema.json", doc); err != nil {
+	if err := c.AddResource(schemaURL, doc); err != nil {
 		return nil, err
 	}
-	if _, err := c.Compile("schema.json"); err != nil {
+	if _, err := c.Compile(schemaURL); err != nil {
 		return nil, err
 	}
 	return doc, nil

@@ -32,10 +32,10 @@ func newPayloadValidator(p *Parsed) (payloadValidator, error) {
 		}
 		c := jsonschema.NewCompiler()
 		c.UseLoader(noLoader{})
-		if err := c.AddResource("schema.json", p.json); err != nil {
+		if err := c.AddResource(schemaURL, p.json); err != nil {
 			return nil, err
 		}
-		full, err := c.Compile("schema.json")
+		full, err := c.Compile(schemaURL)
 		if err != nil {
 			return nil, err
 		}

@@ -222,3 +222,12 @@ func BenchmarkJSONValidate(b *testing.B) {
 		}
 	}
 }
+
+// A JSON Schema that does not parse is refused without naming a path of
+// the server's file system.
+func TestSchemaErrorsNameNoServerPath(t *testing.T) {
+	_, err := Parse(JSONSchema, `{"type": 5}`)
+	if err == nil || strings.Contains(err.Error(), "file://") || !strings.Contains(err.Error(), schemaURL) {
+		t.Fatalf("error %v, want one naming %s and no file", err, schemaURL)
+	}
+}
