@@ -46,7 +46,9 @@
 //     closes and deletes (ErrStoreFailed) until reopened: an fsync is never
 //     retried as if the data were safe.
 //   - Payloads are held in memory only until they are written; reads go
-//     back to the segment files.
+//     back to the segment files (Borrow: in place, from a read-only
+//     mapping of a sealed segment that stays mapped while any Lease on it
+//     is held, mapped.go).
 //
 // What it must never do: decode a payload (beyond decrypting it), serve
 // bytes of a sealed payload that did not authenticate, answer Absent for an entry it
