@@ -56,7 +56,7 @@ func TestEveryRoleServesHealthAndReflection(t *testing.T) {
 	}
 	waitAllReady(t, ctx, rd, in, seq)
 
-	common := []string{"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection", "orderlog.v1.Admin"}
+	common := []string{"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection", "orderlog.v1.Admin", "orderlog.v1.Schemas"}
 	for _, tc := range []struct {
 		name     string
 		server   *Server
