@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"strconv"
+	"time"
 
 	"orderlog/console"
 	"orderlog/ingest"
 	"orderlog/internal/apierr"
 	"orderlog/internal/auth"
 	"orderlog/schema"
+	"orderlog/tiering"
 )
 
 // mountConsole serves the web console (package console, docs/console.md)
@@ -22,6 +26,9 @@ func (s *Server) mountConsole(mux *http.ServeMux) {
 	mux.Handle("GET /ui", http.RedirectHandler(console.Prefix, http.StatusMovedPermanently))
 	mux.HandleFunc("GET /v1/console/session", s.serveConsoleSession)
 	mux.HandleFunc("GET /v1/console/topics", s.serveConsoleTopics)
+	mux.HandleFunc("GET /v1/console/groups", s.serveConsoleGroups)
+	mux.HandleFunc("GET /v1/console/producers", s.serveConsoleProducers)
+	mux.HandleFunc("GET /v1/console/archive", s.serveConsoleArchive)
 }
 
 // consoleSession is who the console is talking as.
@@ -126,4 +133,253 @@ func writeConsoleJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// mayReadAll reports whether principal may read every one of topics; a
+// list of no topics needs read on every topic ("" with authentication off
+// may read everything).
+func (s *Server) mayReadAll(principal string, topics []string) bool {
+	if principal == "" {
+		return true
+	}
+	rules := s.auth.watcher.Current().Rules
+	if len(topics) == 0 {
+		return rules.AllowsEverywhere(principal, auth.Read)
+	}
+	for _, t := range topics {
+		if !rules.Allows(principal, auth.Read, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// consoleAdmin reports whether principal is an administrator (admin on
+// every topic), or authentication is off.
+func (s *Server) consoleAdmin(principal string) bool {
+	return principal == "" || s.auth.watcher.Current().Rules.AllowsEverywhere(principal, auth.Admin)
+}
+
+// consoleGroup is one consumer group in the console's list.
+type consoleGroup struct {
+	Group      string   `json:"group"`
+	Generation uint64   `json:"generation"`
+	Members    int      `json:"members"`
+	Topics     []string `json:"topics"`
+	Partitions int      `json:"partitions"`
+	TotalLag   uint64   `json:"total_lag"`
+}
+
+// serveConsoleGroups answers GET /v1/console/groups: every consumer group
+// whose topics the caller may all read, with its members and total lag.
+// Groups have no ACL of their own; a group is shown to whoever may read
+// what it consumes (one with no topic, to whoever may read every topic).
+func (s *Server) serveConsoleGroups(w http.ResponseWriter, r *http.Request) {
+	principal, err := s.auth.callPrincipal(r.Context())
+	if err != nil {
+		apierr.WriteHTTP(w, err)
+		return
+	}
+	if s.consumers == nil {
+		writeConsoleJSON(w, map[string]any{"groups": []consoleGroup{},
+			"unavailable": "this node serves no consumer groups: it has no reader role"})
+		return
+	}
+	all, err := s.consumers.ListGroups(r.Context())
+	if err != nil {
+		apierr.WriteHTTP(w, err)
+		return
+	}
+	groups := []consoleGroup{}
+	for _, g := range all {
+		if !s.mayReadAll(principal, g.Topics) {
+			continue
+		}
+		groups = append(groups, consoleGroup{Group: g.Group, Generation: g.Generation, Members: g.Members,
+			Topics: append([]string{}, g.Topics...), Partitions: g.Partitions, TotalLag: g.TotalLag})
+	}
+	writeConsoleJSON(w, map[string]any{"groups": groups})
+}
+
+// Bounds of the console's producer listing: a page holds at most
+// consoleProducersMax records, and reads at most consoleProducerScan
+// records from etcd for a caller who sees only their own.
+const (
+	consoleProducersDefault = 100
+	consoleProducersMax     = 500
+	consoleProducerScan     = 1000
+)
+
+// consoleProducer is one producer record in the console's list.
+type consoleProducer struct {
+	ID           uint64 `json:"id"`
+	Name         string `json:"name"`
+	Epoch        uint64 `json:"epoch"`
+	Owner        string `json:"owner"`
+	OwnerAddress string `json:"owner_address,omitempty"`
+	OwnerLive    bool   `json:"owner_live"` // false: the owner's liveness key is gone
+	OwnedHere    bool   `json:"owned_here"`
+	Principal    string `json:"principal,omitempty"`
+	Expired      bool   `json:"expired,omitempty"`
+	Bucket       bool   `json:"idempotency_bucket,omitempty"`
+	// LastDurableSeq is known only for producers this node owns (from its
+	// memory, not etcd); absent when none of their messages is durable yet.
+	LastDurableSeq *uint64 `json:"last_durable_seq,omitempty"`
+}
+
+// serveConsoleProducers answers GET /v1/console/producers?after=ID&limit=N:
+// producer records from etcd in id order, an administrator's all of them,
+// anyone else's only those bound to them. next_after, when present, asks
+// for the rest.
+func (s *Server) serveConsoleProducers(w http.ResponseWriter, r *http.Request) {
+	principal, err := s.auth.callPrincipal(r.Context())
+	if err != nil {
+		apierr.WriteHTTP(w, err)
+		return
+	}
+	after, limit, err := consolePage(r.URL.Query(), "after", consoleProducersDefault, consoleProducersMax)
+	if err != nil {
+		apierr.WriteHTTP(w, err)
+		return
+	}
+	admin := s.consoleAdmin(principal)
+	scan, keep := limit, func(ingest.ProducerRecord) bool { return true }
+	if !admin {
+		scan, keep = consoleProducerScan, func(p ingest.ProducerRecord) bool { return p.Principal == principal }
+	}
+	records, next, err := ingest.ListProducers(r.Context(), s.cli, after, limit, scan, keep)
+	if err != nil {
+		apierr.WriteHTTP(w, apierr.New(apierr.Unavailable, "%v", err))
+		return
+	}
+	producers := s.consoleProducers(records)
+	answer := map[string]any{"producers": producers, "all_principals": admin}
+	if next != 0 {
+		answer["next_after"] = next
+	}
+	if s.ingest != nil {
+		answer["node_incarnation"] = s.ingest.Incarnation()
+	}
+	writeConsoleJSON(w, answer)
+}
+
+// consoleProducers renders records, with the last durable seq of those
+// this node owns.
+func (s *Server) consoleProducers(records []ingest.ProducerRecord) []consoleProducer {
+	var incarnation string
+	var owned []uint64
+	if s.ingest != nil {
+		incarnation = s.ingest.Incarnation()
+		for _, p := range records {
+			if p.Owner == incarnation {
+				owned = append(owned, p.ID)
+			}
+		}
+	}
+	var seqs map[uint64]uint64
+	if len(owned) > 0 {
+		seqs = s.ingest.LastDurableSeqs(owned)
+	}
+	out := make([]consoleProducer, 0, len(records))
+	for _, p := range records {
+		c := consoleProducer{ID: p.ID, Name: p.Name, Epoch: p.Epoch, Owner: p.Owner, OwnerAddress: p.OwnerAddress,
+			OwnerLive: p.OwnerLive, OwnedHere: incarnation != "" && p.Owner == incarnation,
+			Principal: p.Principal, Expired: p.Expired, Bucket: p.Bucket}
+		if seq, ok := seqs[p.ID]; ok {
+			c.LastDurableSeq = &seq
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// consolePage reads a page's cursor (a number, 0 if absent) and limit
+// (def if absent, at most most).
+func consolePage(q url.Values, cursorName string, def, most int) (cursor uint64, limit int, err error) {
+	if v := q.Get(cursorName); v != "" {
+		if cursor, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return 0, 0, apierr.New(apierr.InvalidArgument, "%s=%q is not an offset or id", cursorName, v)
+		}
+	}
+	limit = def
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, 0, apierr.New(apierr.InvalidArgument, "limit=%q is not a positive number", v)
+		}
+		if n > most {
+			return 0, 0, apierr.New(apierr.LimitTooLarge, "limit %d exceeds %d", n, most)
+		}
+		limit = n
+	}
+	return cursor, limit, nil
+}
+
+// Bounds of the console's archive listing, in files per page.
+const (
+	consoleArchiveDefault = 50
+	consoleArchiveMax     = 500
+)
+
+// consoleArchiveFile is one archive file as the console lists it.
+type consoleArchiveFile struct {
+	Object          string         `json:"object"`
+	First           uint64         `json:"first"`
+	End             uint64         `json:"end"`
+	Rows            int64          `json:"rows"`
+	Bytes           int64          `json:"bytes"`
+	Holes           []tiering.Hole `json:"holes"`
+	FirstIngestTime string         `json:"first_ingest_time,omitempty"`
+	LastIngestTime  string         `json:"last_ingest_time,omitempty"`
+}
+
+// serveConsoleArchive answers GET /v1/console/archive?before=OFFSET&limit=N:
+// the archive's head (T, totals) and its files newest first, as this
+// node's archive reader has loaded them; next_before, when present, asks
+// for older files. Archive files hold every topic's messages, so only a
+// principal who may read every topic (or an administrator) gets it. On a
+// node without an archive, "enabled" is false and "reason" says why.
+func (s *Server) serveConsoleArchive(w http.ResponseWriter, r *http.Request) {
+	principal, err := s.auth.callPrincipal(r.Context())
+	if err != nil {
+		apierr.WriteHTTP(w, err)
+		return
+	}
+	if err := s.auth.allowEverywhere(principal, auth.Read); err != nil {
+		apierr.WriteHTTP(w, err)
+		return
+	}
+	before, limit, err := consolePage(r.URL.Query(), "before", consoleArchiveDefault, consoleArchiveMax)
+	if err != nil {
+		apierr.WriteHTTP(w, err)
+		return
+	}
+	if s.archive == nil {
+		reason := "this node runs without an archive (--archive none): nothing is archived, and reads below the log start answer OFFSET_OUT_OF_RANGE"
+		if s.cfg.Archive.URL != "" {
+			reason = "this node has no reader role: the archive is followed by the nodes that serve reads"
+		}
+		writeConsoleJSON(w, map[string]any{"enabled": false, "reason": reason})
+		return
+	}
+	l := s.archive.Listing(before, limit)
+	files := make([]consoleArchiveFile, 0, len(l.Files))
+	for _, f := range l.Files {
+		files = append(files, consoleArchiveFile{Object: f.Object, First: f.First, End: f.End, Rows: f.Rows, Bytes: f.Bytes,
+			Holes: append([]tiering.Hole{}, f.Holes...), FirstIngestTime: consoleMicros(f.FirstIngestMicros), LastIngestTime: consoleMicros(f.LastIngestMicros)})
+	}
+	answer := map[string]any{"enabled": true, "location": s.cfg.Archive.URL, "known": l.Known, "first": l.Head.First, "t": l.Head.T,
+		"loaded": l.Loaded, "files_total": l.Head.Files, "rows_total": l.Head.Rows, "bytes_total": l.Head.Bytes, "files": files}
+	if l.Before != 0 {
+		answer["next_before"] = l.Before
+	}
+	writeConsoleJSON(w, answer)
+}
+
+// consoleMicros renders microseconds since the epoch as RFC 3339 ("" for 0).
+func consoleMicros(us int64) string {
+	if us == 0 {
+		return ""
+	}
+	return time.UnixMicro(us).UTC().Format(time.RFC3339Nano)
 }

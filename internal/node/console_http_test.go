@@ -1,10 +1,13 @@
 package node
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"orderlog/proto/orderlogpb"
 )
@@ -66,5 +69,119 @@ func TestConsoleServesItsFilesAndOnlyReadableTopics(t *testing.T) {
 	resp.Body.Close()
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "default-src 'none'") {
 		t.Errorf("Content-Security-Policy %q: want same-origin scripts only", csp)
+	}
+}
+
+// TestConsoleListsOnlyWhatTheCallerMaySee: the console's listings of
+// consumer groups, producers and the archive show each caller only what
+// it may read. A group is listed to a caller who may read all its topics;
+// producers are listed to their own principal, all of them to an
+// administrator, a page at a time with a cursor; the archive needs read on
+// every topic, and a node without one says so.
+func TestConsoleListsOnlyWhatTheCallerMaySee(t *testing.T) {
+	s, conn, ctx, root := serverWithRoot(t)
+	defer s.Close()
+	for _, topic := range []string{"orders", "secret"} {
+		if _, err := orderlogpb.NewAdminClient(conn).CreateTopic(as(ctx, root), &orderlogpb.CreateTopicRequest{Name: topic}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice := tokenWithACLs(as(ctx, root), t, conn, "alice", &orderlogpb.AclEntry{Principal: "alice", Topic: "orders", Operation: "read"},
+		&orderlogpb.AclEntry{Principal: "alice", Topic: "orders", Operation: "produce"})
+	auditor := tokenWithACLs(as(ctx, root), t, conn, "auditor", &orderlogpb.AclEntry{Principal: "auditor", Topic: "*", Operation: "read"})
+	base := "http://" + s.HTTPAddr()
+	bearer := func(token string) map[string]string { return map[string]string{"Authorization": "Bearer " + token} }
+	waitFor(t, 10*time.Second, "the tokens", func() bool {
+		code, _, _ := httpDo(t, "GET", base+"/v1/console/session", "", bearer(auditor))
+		return code == 200
+	})
+	for group, topic := range map[string]string{"g-orders": "orders", "g-secret": "secret"} {
+		holdGroupMembership(as(ctx, root), t, conn, group, topic)
+	}
+	for _, p := range []struct{ token, name string }{{alice, "alice-app"}, {root, "root-app"}, {root, "root-other"}} {
+		if code, _, body := httpDo(t, "POST", base+"/v1/producers", `{"name":"`+p.name+`"}`, bearer(p.token)); code != 200 {
+			t.Fatalf("init producer %s: %d %s", p.name, code, body)
+		}
+	}
+	h := bearer(alice)
+	h["Producer-Id"], h["Producer-Epoch"], h["Producer-Seq"] = "1", "1", "0"
+	if code, _, body := httpDo(t, "POST", base+"/v1/messages", `{"topic":"orders","payload":1}`, h); code != 200 {
+		t.Fatalf("produce as alice-app: %d %s", code, body)
+	}
+
+	for _, c := range []struct {
+		path, token string
+		want        int
+		fragments   []string
+		absent      []string
+	}{
+		{"/v1/console/groups", "", 401, []string{"UNAUTHENTICATED"}, nil},
+		{"/v1/console/groups", alice, 200, []string{`"group":"g-orders","generation":1,"members":1,"topics":["orders"],"partitions":16`}, []string{"g-secret"}},
+		{"/v1/console/groups", root, 200, []string{`"group":"g-orders"`, `"group":"g-secret"`}, nil},
+		{"/v1/console/producers", "", 401, []string{"UNAUTHENTICATED"}, nil},
+		{"/v1/console/producers", alice, 200, []string{`"id":1,"name":"alice-app","epoch":1`, `"owner_live":true,"owned_here":true,"principal":"alice","last_durable_seq":0`,
+			`"all_principals":false`}, []string{"root-app", "next_after"}},
+		{"/v1/console/producers", auditor, 200, []string{`"producers":[]`}, []string{"alice-app"}},
+		{"/v1/console/producers", root, 200, []string{"alice-app", "root-app", "root-other", `"all_principals":true`}, []string{"next_after"}},
+		{"/v1/console/producers?limit=2", root, 200, []string{"alice-app", "root-app", `"next_after":2`}, []string{"root-other"}},
+		{"/v1/console/producers?after=2&limit=2", root, 200, []string{"root-other"}, []string{"alice-app", "next_after"}},
+		{"/v1/console/producers?limit=0", root, 400, []string{"INVALID_ARGUMENT"}, nil},
+		{"/v1/console/producers?limit=100000", root, 400, []string{"LIMIT_TOO_LARGE"}, nil},
+		{"/v1/console/archive", "", 401, []string{"UNAUTHENTICATED"}, nil},
+		{"/v1/console/archive", alice, 403, []string{"PERMISSION_DENIED"}, []string{"enabled"}},
+		{"/v1/console/archive", auditor, 200, []string{`"enabled":false`, "--archive none"}, nil},
+		{"/v1/console/archive", root, 200, []string{`"enabled":false`}, nil},
+	} {
+		header := map[string]string{}
+		if c.token != "" {
+			header = bearer(c.token)
+		}
+		code, _, body := httpDo(t, "GET", base+c.path, "", header)
+		ok := code == c.want
+		for _, f := range c.fragments {
+			ok = ok && strings.Contains(body, f)
+		}
+		for _, a := range c.absent {
+			ok = ok && !strings.Contains(body, a)
+		}
+		if !ok {
+			t.Errorf("GET %s as %s: %d %s\nwant %d with %q and without %q", c.path, principalOf(c.token, alice, auditor, root), code, body, c.want, c.fragments, c.absent)
+		}
+	}
+}
+
+func principalOf(token, alice, auditor, root string) string {
+	switch token {
+	case alice:
+		return "alice"
+	case auditor:
+		return "auditor"
+	case root:
+		return "root"
+	}
+	return "nobody"
+}
+
+// holdGroupMembership joins group on topic over a gRPC Consume stream and
+// holds the membership until the test ends.
+func holdGroupMembership(ctx context.Context, t *testing.T, conn *grpc.ClientConn, group, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	stream, err := orderlogpb.NewConsumerClient(conn).Consume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&orderlogpb.ConsumeRequest{Request: &orderlogpb.ConsumeRequest_Join{Join: &orderlogpb.JoinGroup{Group: group, Topics: []string{topic}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("join %s: %v", group, err)
+		}
+		if resp.GetAssignment() != nil {
+			return
+		}
 	}
 }
