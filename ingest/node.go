@@ -83,7 +83,9 @@ type Node struct {
 	logger       *slog.Logger
 	events       event.Listener
 	ledgerErrors repeatedError // written by openLedger's goroutines
-	metrics      *nodeMetrics
+	// lastSchemaWarn (unix nanoseconds) rate-limits validation warn's log.
+	lastSchemaWarn atomic.Int64
+	metrics        *nodeMetrics
 }
 
 // GrantSessionFactory opens the grant session of a node incarnation whose

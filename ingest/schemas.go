@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"orderlog/internal/apierr"
@@ -30,6 +29,11 @@ func (n *Node) checkSchemas(messages []*orderlogpb.Message) error {
 			return apierr.New(apierr.SchemaMismatch, "message %d of topic %q: %s", i, m.Topic, mismatch.Reason)
 		case mode == schema.ValidateStrict:
 			return err // the registry could not be read: the client retries
+		case !errors.As(err, &mismatch):
+			// warn, and the registry could not be read: log the frame
+			// unchecked rather than wait for etcd once per message.
+			n.warnSchemaMismatch(m.Topic, err)
+			return nil
 		default:
 			n.metrics.schemaWarnings.Inc()
 			n.warnSchemaMismatch(m.Topic, err)
@@ -42,14 +46,12 @@ func (n *Node) checkSchemas(messages []*orderlogpb.Message) error {
 // that sends only mismatches must not flood the log.
 const schemaWarnEvery = 10 * time.Second
 
-var lastSchemaWarn atomic.Int64 // unix nanoseconds
-
 func (n *Node) warnSchemaMismatch(topic string, err error) {
 	now := time.Now().UnixNano()
-	last := lastSchemaWarn.Load()
-	if now-last < int64(schemaWarnEvery) || !lastSchemaWarn.CompareAndSwap(last, now) {
+	last := n.lastSchemaWarn.Load()
+	if now-last < int64(schemaWarnEvery) || !n.lastSchemaWarn.CompareAndSwap(last, now) {
 		return
 	}
-	n.logger.Warn("ingest: message does not match its topic's schema; logged anyway (validation warn)",
+	n.logger.Warn("ingest: a message not checked against, or not matching, its topic's schema; logged anyway (validation warn)",
 		"topic", topic, "err", err, "counted_in", "orderlog_ingest_schema_warnings_total")
 }

@@ -34,6 +34,9 @@ type Checker struct {
 
 	missMu sync.Mutex
 	misses map[missKey]time.Time // (subject, id) not found, and when
+	// downUntil (unix nanoseconds): an etcd read failed; until then the
+	// produce path answers UNAVAILABLE at once rather than wait again.
+	downUntil atomic.Int64
 }
 
 // checkState is immutable once published; writers copy it.
@@ -54,6 +57,25 @@ const missTTL = time.Second
 
 // lookupTimeout bounds an etcd read on the produce path.
 const lookupTimeout = 2 * time.Second
+
+// downFor is how long a failed etcd read is remembered: frames of a
+// validated topic wait for etcd at most once per this.
+const downFor = time.Second
+
+// read runs an etcd read of the produce path, unless one failed within
+// downFor: then it answers UNAVAILABLE without trying.
+func (c *Checker) read(ctx context.Context, fn func(context.Context) error) error {
+	if time.Now().UnixNano() < c.downUntil.Load() {
+		return apierr.New(apierr.Unavailable, "schema registry: etcd unreachable; retry")
+	}
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	err := fn(ctx)
+	if err != nil && apierr.As(err).Code == apierr.Internal {
+		c.downUntil.Store(time.Now().Add(downFor).UnixNano())
+	}
+	return unavailable(err)
+}
 
 // MismatchError is a message that does not match its topic's schema.
 type MismatchError struct{ Reason string }
@@ -108,11 +130,12 @@ func (c *Checker) validator(id uint32) (payloadValidator, error) {
 	if v, ok := c.validators.Load(id); ok {
 		return v.(payloadValidator), nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
-	defer cancel()
-	sch, err := c.reg.ByID(ctx, int64(id))
-	if err != nil {
-		return nil, unavailable(err)
+	var sch Version
+	if err := c.read(context.Background(), func(ctx context.Context) (err error) {
+		sch, err = c.reg.ByID(ctx, int64(id))
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	p, err := Parse(sch.Format, sch.Text)
 	if err != nil {
@@ -136,11 +159,12 @@ func (c *Checker) lookup(subject string, id uint32) (int, bool, error) {
 	if missed && time.Since(at) < missTTL {
 		return 0, false, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
-	defer cancel()
-	resp, err := c.reg.store.etcd.Get(ctx, versionsOf(subject), clientv3.WithPrefix())
-	if err != nil {
-		return 0, false, unavailable(err)
+	var resp *clientv3.GetResponse
+	if err := c.read(context.Background(), func(ctx context.Context) (err error) {
+		resp, err = c.reg.store.etcd.Get(ctx, versionsOf(subject), clientv3.WithPrefix())
+		return err
+	}); err != nil {
+		return 0, false, err
 	}
 	for _, kv := range resp.Kvs {
 		if rec, ok := decodeVersionRecord(kv.Value); ok && rec.ID == int64(id) {
@@ -158,7 +182,7 @@ func (c *Checker) lookup(subject string, id uint32) (int, bool, error) {
 }
 
 func unavailable(err error) error {
-	if apierr.As(err).Code != apierr.Internal {
+	if err == nil || apierr.As(err).Code != apierr.Internal {
 		return err
 	}
 	return apierr.New(apierr.Unavailable, "schema registry: %v", err)
@@ -275,9 +299,12 @@ func (c *Checker) VersionID(ctx context.Context, subject string, version int) (u
 	if version < 1 {
 		return 0, apierr.New(apierr.InvalidArgument, "schema version %d: versions start at 1", version)
 	}
-	v, err := c.reg.Get(ctx, subject, version)
-	if err != nil {
-		return 0, unavailable(err)
+	var v Version
+	if err := c.read(ctx, func(ctx context.Context) (err error) {
+		v, err = c.reg.Get(ctx, subject, version)
+		return err
+	}); err != nil {
+		return 0, err
 	}
 	c.update(func(st *checkState) { st.addVersion(subject, uint32(v.ID), v.Version) })
 	return uint32(v.ID), nil

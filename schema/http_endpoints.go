@@ -164,16 +164,25 @@ func (h *handler) getLevel(r *http.Request) (any, error) {
 			return nil, err
 		}
 	}
+	validation := ValidateNone
+	if subject != "" { // orderlog's own field: what produce checks of the topic
+		if validation, err = h.reg.Validation(r.Context(), subject); err != nil {
+			return nil, err
+		}
+	}
+	if level == "" && validation != ValidateNone {
+		// A subject with only a validation mode set: it answers (or its
+		// mode would not be seen), with the level it is held to.
+		if level, err = h.reg.Level(r.Context(), ""); err != nil {
+			return nil, err
+		}
+	}
 	if level == "" {
 		return nil, &httpError{http.StatusNotFound, codeSubjectLevelNotSet,
 			"Subject '" + subject + "' does not have subject-level compatibility configured"}
 	}
 	answer := map[string]string{"compatibilityLevel": string(level)}
-	if subject != "" { // orderlog's own field: what produce checks of the topic
-		validation, err := h.reg.Validation(r.Context(), subject)
-		if err != nil {
-			return nil, err
-		}
+	if subject != "" {
 		answer["validation"] = string(validation)
 	}
 	return answer, nil

@@ -79,6 +79,8 @@ func TestHandlerSpeaksConfluentsCoreAPI(t *testing.T) {
 		{"GET", "/config", "", 200, `{"compatibilityLevel":"FULL"}`},
 		{"PUT", "/config", `{"compatibility":"SIDEWAYS"}`, 422, `~"error_code":42203`},
 		{"GET", "/config/orders-value", "", 404, `~"error_code":40408`},
+		{"PUT", "/config/only-validated", `{"validation":"warn"}`, 200, `{"validation":"warn"}`},
+		{"GET", "/config/only-validated", "", 200, `{"compatibilityLevel":"FULL","validation":"warn"}`},
 		{"GET", "/config/orders-value?defaultToGlobal=true", "", 200, `{"compatibilityLevel":"FULL","validation":"none"}`},
 		{"PUT", "/config/orders-value", `{"compatibility":"NONE"}`, 200, `{"compatibility":"NONE"}`},
 		{"GET", "/config/orders-value", "", 200, `{"compatibilityLevel":"NONE","validation":"none"}`},

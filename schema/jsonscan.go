@@ -11,6 +11,11 @@ import (
 // maxJSONDepth bounds nesting, as encoding/json does.
 const maxJSONDepth = 10000
 
+// maxExponent bounds a number's exponent: beyond it a double is infinite
+// or zero, and deciding whether such a number is an integer costs the full
+// validator time in proportion to the exponent (seconds for 1e999999).
+const maxExponent = 400
+
 // jsonScan checks that b is one JSON value (RFC 8259; b is already known
 // to be UTF-8) that rule accepts. The error names the location as a JSON
 // pointer.
@@ -79,7 +84,7 @@ func (s *jsonScanner) space() {
 
 // value scans one value; rule nil accepts any.
 func (s *jsonScanner) value(rule *jsonRule, depth int) error {
-	if depth > maxJSONDepth {
+	if depth >= maxJSONDepth {
 		return s.syntax("nesting too deep")
 	}
 	if s.i >= len(s.b) {
@@ -342,8 +347,12 @@ func (s *jsonScanner) number() (start int, fraction bool, err error) {
 		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
 			s.i++
 		}
+		expStart := s.i
 		if s.digits() == 0 {
 			return start, false, s.syntax("bad number")
+		}
+		if exp, err := strconv.Atoi(string(s.b[expStart:s.i])); err != nil || exp > maxExponent {
+			return start, false, s.syntax(fmt.Sprintf("number with an exponent beyond ±%d", maxExponent))
 		}
 	}
 	return start, fraction, nil

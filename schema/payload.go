@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
@@ -67,6 +66,11 @@ func (v jsonFullValidator) validate(value []byte) error {
 	if !utf8.Valid(value) {
 		return errNotUTF8
 	}
+	// The scanner's syntax pass first: it refuses what would cost the
+	// full validator time out of proportion to the payload (huge exponents).
+	if err := jsonScan(nil, value); err != nil {
+		return err
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(value))
 	if err != nil {
 		return fmt.Errorf("not JSON: %w", err)
@@ -77,14 +81,8 @@ func (v jsonFullValidator) validate(value []byte) error {
 type avroValidator struct{ schema avro.Schema }
 
 func (v avroValidator) validate(value []byte) error {
-	r := avro.NewReader(nil, 0).Reset(value)
-	var datum any
-	r.ReadVal(v.schema, &datum)
-	if r.Error != nil {
-		return fmt.Errorf("not %s Avro: %w", v.schema.Type(), r.Error)
-	}
-	if r.Peek(); !errors.Is(r.Error, io.EOF) {
-		return errors.New("bytes after the Avro datum")
+	if err := validateAvro(v.schema, value); err != nil {
+		return fmt.Errorf("not %s Avro: %w", v.schema.Type(), err)
 	}
 	return nil
 }

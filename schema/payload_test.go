@@ -2,10 +2,12 @@ package schema
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hamba/avro/v2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -66,6 +68,9 @@ func TestJSONValidationOnProduce(t *testing.T) {
 		{"{\"id\": 1, \"customer\": \"\xff\xfe\"}", "not UTF-8"},
 		{`{"id": 1, "customer": "tab	in"}`, "control character"},
 		{``, "unexpected end"},
+		{`{"id": 1e999999999, "customer": "c"}`, "exponent beyond"},
+		{`{"id": 1, "customer": "c", "amount": 0e-401}`, "exponent beyond"},
+		{`{"id": 1e400, "customer": "c"}`, ""},
 	} {
 		err := v.validate([]byte(c.payload))
 		switch {
@@ -147,7 +152,7 @@ func FuzzJSONRuleAgrees(f *testing.F) {
 	}
 	full := jsonFullValidator{c.MustCompile("s.json")}
 	for _, seed := range []string{`{"id": 1, "customer": "c"}`, `{"id": 1e0, "customer": "\u0041", "items": [{"sku": "s"}]}`,
-		`{"id": 1, "customer": "c", "id": "x"}`, `{"id": -0.0, "customer": "", "note": null, "tags": {}}`, `[]`, `"x"`, `{`} {
+		`{"id": 1, "customer": "c", "id": "x"}`, `{"id": 1e999999999, "customer": "c"}`, `{"id": -0.0, "customer": "", "note": null, "tags": {}}`, `[]`, `"x"`, `{`} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {
@@ -229,5 +234,54 @@ func TestSchemaErrorsNameNoServerPath(t *testing.T) {
 	_, err := Parse(JSONSchema, `{"type": 5}`)
 	if err == nil || strings.Contains(err.Error(), "file://") || !strings.Contains(err.Error(), schemaURL) {
 		t.Fatalf("error %v, want one naming %s and no file", err, schemaURL)
+	}
+}
+
+// A few bytes must not buy unbounded work: zero-byte items are counted
+// against the datum's size, and recursion is bounded.
+func TestAvroValidationIsBoundedByThePayload(t *testing.T) {
+	nulls := mustValidator(t, Avro, `{"type": "array", "items": "null"}`)
+	manyNulls := binary.AppendVarint(nil, 1<<26) // one block of 2^26 nulls in 5 bytes
+	manyNulls = append(manyNulls, 0)
+	start := time.Now()
+	if err := nulls.validate(manyNulls); err == nil || !strings.Contains(err.Error(), "items") {
+		t.Fatalf("2^26 nulls in %d bytes: %v, want refused for its item count", len(manyNulls), err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("refusing took %v", d)
+	}
+	few := append(binary.AppendVarint(nil, 100), 0)
+	if err := nulls.validate(few); err != nil {
+		t.Fatalf("100 nulls: %v", err)
+	}
+	list := mustValidator(t, Avro, `{"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]}`)
+	deep := append(bytes.Repeat([]byte{2}, 5000), 0) // 5000 levels of branch 1, then null
+	if err := list.validate(deep); err == nil || !strings.Contains(err.Error(), "deeper") {
+		t.Fatalf("5000 nested records: %v, want refused for depth", err)
+	}
+	if err := list.validate(append(bytes.Repeat([]byte{2}, 50), 0)); err != nil {
+		t.Fatalf("50 nested records: %v", err)
+	}
+	str := mustValidator(t, Avro, `"string"`)
+	if err := str.validate([]byte{4, 0xff, 0xfe}); err == nil {
+		t.Fatal("a string that is not UTF-8 was accepted")
+	}
+	enum := mustValidator(t, Avro, `{"type": "enum", "name": "E", "symbols": ["A", "B"]}`)
+	if err := enum.validate([]byte{4}); err == nil {
+		t.Fatal("enum index 2 of 2 symbols was accepted")
+	}
+}
+
+// The full validator's path refuses huge exponents before deciding, in
+// time proportional to the exponent, whether a number is an integer.
+func TestFullJSONValidationIsBoundedByThePayload(t *testing.T) {
+	v := mustValidator(t, JSONSchema, `{"type": "array", "items": {"type": "integer", "minimum": 0}}`)
+	payload := "[" + strings.TrimSuffix(strings.Repeat("1e999999,", 100), ",") + "]"
+	start := time.Now()
+	if err := v.validate([]byte(payload)); err == nil || !strings.Contains(err.Error(), "exponent beyond") {
+		t.Fatalf("100 numbers of exponent 999999: %v, want refused", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("refusing took %v", d)
 	}
 }
