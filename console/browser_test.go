@@ -23,10 +23,13 @@ import (
 const artifactsEnv = "ORDERLOG_CONSOLE_ARTIFACTS"
 
 // TestConsoleBrowser drives the console in headless Chromium against a
-// real `orderlog dev`: find messages by key and by offset and check how
-// their payloads and headers render, follow a tail while messages arrive,
-// watch a consumer group's lag change, see the hole a SIGKILL restart
-// leaves, and fail on any error in the browser's log.
+// real `orderlog dev`: see a refused frame's error code on the Overview,
+// find messages by key and by offset and check how their payloads and
+// headers render, follow a tail while messages arrive, watch a consumer
+// group's lag change and find the group in the list, see a producer's
+// epoch and last seq, see the hole a SIGKILL restart leaves, on the
+// Messages page and in the archive's files, and fail on any error in the
+// browser's log.
 func TestConsoleBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts orderlog dev and Chromium")
@@ -47,12 +50,22 @@ func TestConsoleBrowser(t *testing.T) {
 		offsets = append(offsets, dev.produce(t, fmt.Sprintf(`{"topic":"demo","key":"k%d","payload":{"n":%d,"note":"hello"},`+
 			`"headers":[{"key":"trace","value":"t-%d"}]}`, i, i, i)))
 	}
+	// A producer session at epoch 2 (every InitProducer bumps it) logs seq
+	// 0, then sends seq 5: refused with OUT_OF_ORDER_SEQUENCE.
+	dev.initProducer(t, "console-app")
+	producer := dev.initProducer(t, "console-app")
+	offsets = append(offsets, dev.produceAs(t, producer, 0, `{"topic":"demo","key":"from-producer","payload":"seq 0"}`))
+	dev.refusedAs(t, producer, 5, `{"topic":"demo","key":"bad-seq","payload":"seq 5"}`, "OUT_OF_ORDER_SEQUENCE")
 	binary := dev.produce(t, `{"topic":"bin","key":"raw","payload_base64":"AAH/QUI="}`) // 00 01 ff 'A' 'B'
 
 	step("overview", func(t *testing.T) {
 		b.run(t, chromedp.Navigate(dev.url("/ui/")),
 			b.waitText("#committed", fmt.Sprint(binary+1)),
-			b.waitText("#ready", "ready"))
+			b.waitText("#ready", "ready"),
+			b.waitText(`#refused-codes tr[data-code="OUT_OF_ORDER_SEQUENCE"]`, "OUT_OF_ORDER_SEQUENCE"))
+		if total := b.text(t, `#refused-codes tr[data-code="OUT_OF_ORDER_SEQUENCE"] td:nth-child(2)`); total != "1" {
+			t.Errorf("refused frames of OUT_OF_ORDER_SEQUENCE since the start: %q, want 1", total)
+		}
 		b.screenshot(t, shots, "overview")
 		// Keyboard: the first Tab reaches the skip link, which is visible when focused.
 		b.run(t, chromedp.KeyEvent(kb.Tab))
@@ -118,12 +131,43 @@ func TestConsoleBrowser(t *testing.T) {
 		b.screenshot(t, shots, "consumer-group")
 	})
 
+	step("consumer_groups", func(t *testing.T) {
+		row := `#g-list tr[data-group="billing"]`
+		lagIs := fmt.Sprintf(`Number((document.querySelector(%q) || {textContent: "-1"}).textContent.replace(/,/g, ""))`, row+" td.lag")
+		b.run(t, chromedp.Navigate(dev.url("/ui/consumers")), b.waitJS(lagIs+" > 0"))
+		if text := b.text(t, row); !strings.Contains(text, "demo") {
+			t.Errorf("billing's row %q does not name its topic", text)
+		}
+		b.checkFocusable(t)
+		b.screenshot(t, shots, "consumer-groups")
+		b.tabTo(t, row+" a", 30) // the group's link, reached and followed with the keyboard
+		b.run(t, chromedp.KeyEvent(kb.Enter), b.waitJS(`!!document.querySelector("#g-lag")`))
+	})
+
+	step("producers", func(t *testing.T) {
+		row := `#p-list tr[data-producer="console-app"]`
+		b.run(t, chromedp.Navigate(dev.url("/ui/producers")), b.waitText(row+" td.epoch", "2"))
+		if seq := b.text(t, row+" td.seq"); seq != "0" {
+			t.Errorf("console-app's last durable seq shows %q, want 0", seq)
+		}
+		if owner := b.text(t, row); !strings.Contains(owner, "(this node)") {
+			t.Errorf("console-app's row %q does not say this node owns it", owner)
+		}
+		if note := b.text(t, "#p-source"); !strings.Contains(note, "etcd") {
+			t.Errorf("the page does not say which fields come from etcd: %q", note)
+		}
+		b.checkFocusable(t)
+		b.tabTo(t, row+" a", 30)
+		b.screenshot(t, shots, "producers")
+	})
+
 	step("topics", func(t *testing.T) {
 		b.run(t, chromedp.Navigate(dev.url("/ui/topics?topic=demo")), b.waitText("#topic-detail", "Partitions of demo"),
 			b.waitText("#topics", "bin"))
 		b.screenshot(t, shots, "topics")
 	})
 
+	var holeEnd uint64 // where the hole the kill leaves ends: the next message's offset
 	step("hole_after_sigkill", func(t *testing.T) {
 		b.run(t, chromedp.Navigate("about:blank")) // no page polls a node that is down
 		before := dev.committed(t)
@@ -141,6 +185,20 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Errorf("hole row %q does not end just before the next message at %d", hole, after)
 		}
 		b.screenshot(t, shots, "hole")
+		holeEnd = after
+	})
+
+	step("archive", func(t *testing.T) {
+		// The archive's files come to hold the hole too, a second or two
+		// after C passes it (dev cuts a file once it is a second old).
+		b.run(t, chromedp.Navigate(dev.url("/ui/archive")),
+			b.waitJS(fmt.Sprintf(`[...document.querySelectorAll("#a-files td.holes")].some(td => td.textContent.includes(%q))`,
+				"to "+groupDigits(holeEnd-1))))
+		if tText := b.text(t, "#a-t"); tText == "" || tText == "0" {
+			t.Errorf("archived watermark T shows %q", tText)
+		}
+		b.checkFocusable(t)
+		b.screenshot(t, shots, "archive")
 	})
 
 	b.checkLog(t)
@@ -255,6 +313,34 @@ func (b *browser) text(t *testing.T, selector string) string {
 func (b *browser) count(t *testing.T, selector string) int {
 	t.Helper()
 	return evaluate[int](t, b, fmt.Sprintf(`document.querySelectorAll(%q).length`, selector))
+}
+
+// checkFocusable fails for any link, button or field in the page that is
+// kept out of the keyboard's reach (a negative tabIndex, a link without
+// href).
+func (b *browser) checkFocusable(t *testing.T) {
+	t.Helper()
+	unreachable := evaluate[[]string](t, b, `[...document.querySelectorAll("main a, main button, main input, main select, main summary")]
+		.filter(e => e.tabIndex < 0 || (e.tagName === "A" && !e.hasAttribute("href"))).map(e => e.outerHTML.slice(0, 120))`)
+	for _, e := range unreachable {
+		t.Errorf("not reachable with the keyboard: %s", e)
+	}
+}
+
+// tabTo presses Tab until the focus is on the element selector names,
+// failing after most presses.
+func (b *browser) tabTo(t *testing.T, selector string, most int) {
+	t.Helper()
+	check := fmt.Sprintf(`!!document.activeElement && document.activeElement.matches(%q)`, selector)
+	for range most {
+		if evaluate[bool](t, b, check) {
+			return
+		}
+		b.run(t, chromedp.KeyEvent(kb.Tab))
+	}
+	if !evaluate[bool](t, b, check) {
+		t.Fatalf("%d Tabs did not reach %s (focus on %s)", most, selector, evaluate[string](t, b, `document.activeElement ? document.activeElement.outerHTML.slice(0, 120) : "nothing"`))
+	}
 }
 
 func (b *browser) screenshot(t *testing.T, dir, name string) {

@@ -22,7 +22,8 @@ const Prefix = "/ui/"
 // pages are the console's routes: each answers index.html, and the script
 // renders the page its path names, so that a permalink such as
 // /ui/messages?offset=42 works when opened directly.
-var pages = map[string]bool{"": true, "messages": true, "tail": true, "topics": true, "consumers": true}
+var pages = map[string]bool{"": true, "messages": true, "tail": true, "topics": true, "consumers": true,
+	"producers": true, "archive": true}
 
 // securityHeaders keep the console to its own files: scripts and styles
 // from this origin only (none inline), no framing, no referrer leaks.

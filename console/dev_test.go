@@ -48,12 +48,12 @@ func buildOrderlog(t *testing.T) string {
 	return bin
 }
 
-// devProcess is a real `orderlog dev` with its data directory and ports,
-// started again on the same ones after a kill.
+// devProcess is a real `orderlog dev` with its data directory, archive
+// directory and ports, started again on the same ones after a kill.
 type devProcess struct {
-	bin, dataDir, grpcAddr, httpAddr string
-	log                              *os.File
-	cmd                              *exec.Cmd
+	bin, dataDir, archiveDir, grpcAddr, httpAddr string
+	log                                          *os.File
+	cmd                                          *exec.Cmd
 }
 
 func startDev(t *testing.T, bin string) *devProcess {
@@ -63,7 +63,8 @@ func startDev(t *testing.T, bin string) *devProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &devProcess{bin: bin, dataDir: filepath.Join(dir, "data"), grpcAddr: freeAddr(t), httpAddr: freeAddr(t), log: log}
+	d := &devProcess{bin: bin, dataDir: filepath.Join(dir, "data"), archiveDir: filepath.Join(dir, "archive"),
+		grpcAddr: freeAddr(t), httpAddr: freeAddr(t), log: log}
 	t.Cleanup(func() {
 		d.stop()
 		log.Close()
@@ -76,10 +77,13 @@ func startDev(t *testing.T, bin string) *devProcess {
 	return d
 }
 
+// start runs orderlog dev archiving to a local directory, a file as soon
+// as its first message is a second old, so that the Archive page has
+// files (and the hole a kill leaves) within the test.
 func (d *devProcess) start(t *testing.T) {
 	t.Helper()
 	d.cmd = exec.Command(d.bin, "dev", "--data", d.dataDir, "--grpc-addr", d.grpcAddr, "--http-addr", d.httpAddr,
-		"--etcd-addr", "127.0.0.1:0", "--archive", "none")
+		"--etcd-addr", "127.0.0.1:0", "--archive", "file://"+d.archiveDir, "--archive-file-age", "1s")
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -135,6 +139,47 @@ func (d *devProcess) produce(t *testing.T, body string) uint64 {
 	return *ack.Offset
 }
 
+// session is a producer session: its id and epoch.
+type session struct {
+	ID    uint64 `json:"producer_id"`
+	Epoch uint64 `json:"epoch"`
+}
+
+// initProducer opens (or bumps the epoch of) the producer called name.
+func (d *devProcess) initProducer(t *testing.T, name string) session {
+	t.Helper()
+	var s session
+	d.post(t, "/v1/producers", fmt.Sprintf(`{"name":%q}`, name), &s)
+	return s
+}
+
+func (s session) headers(seq uint64) map[string]string {
+	return map[string]string{"Producer-Id": fmt.Sprint(s.ID), "Producer-Epoch": fmt.Sprint(s.Epoch), "Producer-Seq": fmt.Sprint(seq)}
+}
+
+// produceAs logs one message of the session at seq and returns its offset.
+func (d *devProcess) produceAs(t *testing.T, s session, seq uint64, body string) uint64 {
+	t.Helper()
+	code, text := d.postWith(t, "/v1/messages", body, s.headers(seq))
+	var ack struct {
+		Offset *uint64 `json:"offset"`
+	}
+	if err := json.Unmarshal(text, &ack); code != http.StatusOK || err != nil || ack.Offset == nil {
+		t.Fatalf("produce seq %d: %d %s", seq, code, text)
+	}
+	return *ack.Offset
+}
+
+// refusedAs sends one message of the session at seq and checks that the
+// node refuses it with code.
+func (d *devProcess) refusedAs(t *testing.T, s session, seq uint64, body, code string) {
+	t.Helper()
+	status, text := d.postWith(t, "/v1/messages", body, s.headers(seq))
+	if status/100 == 2 || !strings.Contains(string(text), `"code":"`+code+`"`) {
+		t.Fatalf("produce seq %d: %d %s, want refused with %s", seq, status, text, code)
+	}
+}
+
 // committed is the node's committed watermark C.
 func (d *devProcess) committed(t *testing.T) uint64 {
 	t.Helper()
@@ -154,20 +199,35 @@ func (d *devProcess) committed(t *testing.T) uint64 {
 
 func (d *devProcess) post(t *testing.T, path, body string, into any) {
 	t.Helper()
-	resp, err := http.Post(d.url(path), "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	text, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		t.Fatalf("POST %s %s: %s %s", path, body, resp.Status, text)
+	code, text := d.postWith(t, path, body, nil)
+	if code/100 != 2 {
+		t.Fatalf("POST %s %s: %d %s", path, body, code, text)
 	}
 	if into != nil {
 		if err := json.Unmarshal(text, into); err != nil {
 			t.Fatalf("POST %s: %v in %s", path, err, text)
 		}
 	}
+}
+
+// postWith posts body with header and returns the answer's status and body.
+func (d *devProcess) postWith(t *testing.T, path, body string, header map[string]string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, d.url(path), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	text, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, text
 }
 
 // freeAddr is a loopback address nothing listens on, below the kernel's

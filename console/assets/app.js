@@ -153,6 +153,8 @@ const routes = {
   "/ui/tail": tailPage,
   "/ui/topics": topicsPage,
   "/ui/consumers": consumersPage,
+  "/ui/producers": producersPage,
+  "/ui/archive": archivePage,
 };
 
 function navigate(url) {
@@ -186,6 +188,22 @@ document.addEventListener("click", e => {
   document.getElementById("main").focus();
 });
 window.addEventListener("popstate", render);
+
+// replaceKeepingFocus replaces el's children with children; if a link or
+// button inside el had the focus, the new one with the same id or href
+// gets it back, so that a page refreshing itself does not throw a
+// keyboard user back to the top.
+function replaceKeepingFocus(el, children) {
+  const active = document.activeElement;
+  let again = null;
+  if (active && active !== el && el.contains(active)) {
+    if (active.id) again = "#" + CSS.escape(active.id);
+    else if (active.getAttribute("href")) again = `a[href="${CSS.escape(active.getAttribute("href"))}"]`;
+  }
+  el.replaceChildren(...children);
+  const next = again && el.querySelector(again);
+  if (next) next.focus({preventScroll: true});
+}
 
 // every runs fn now and then every ms while the page is shown.
 function every(ms, fn) {
@@ -240,8 +258,10 @@ function overviewPage(main) {
   main.append(h("h1", {}, "Overview"));
   const cards = h("div", {class: "grid"});
   const charts = h("div", {class: "grid"});
+  const byCode = h("div", {id: "errors-by-code"});
   const refusals = h("div", {});
-  main.append(cards, h("h2", {}, "Last minutes"), charts, refusals);
+  main.append(cards, h("h2", {}, "Last minutes"), charts, h("h2", {id: "h-errors"}, "Refused frames by error code"), byCode,
+    h("h2", {}, "Other refusals and errors"), refusals);
   every(POLL_MS, async () => {
     const [status, text, ready] = await Promise.all([api("/v1/status"), api("/metrics"),
       api("/readyz").then(() => true, () => false)]);
@@ -249,6 +269,7 @@ function overviewPage(main) {
     while (scrapes.length > MAX_SCRAPES) scrapes.shift();
     cards.replaceChildren(...overviewCards(status, scrapes[scrapes.length - 1].samples, ready));
     charts.replaceChildren(...overviewCharts());
+    byCode.replaceChildren(...errorsByCode());
     refusals.replaceChildren(...refusalTable(scrapes[scrapes.length - 1].samples));
   });
 }
@@ -276,7 +297,7 @@ function overviewCards(st, samples, ready) {
       ["Reserved up to", fmtInt(st.reserved)],
       ["Log start", fmtInt(st.log_start || 0)],
       ["Hole offsets", fmtInt(st.hole_offsets || 0), "holes"],
-      ["Producers on this node", fmtInt(st.producers || 0)],
+      ["Producers on this node", h("a", {href: "/ui/producers"}, fmtInt(st.producers || 0))],
       ["Oldest message", st.oldest_message_age_ms !== undefined ? (st.oldest_message_age_ms / 1000).toFixed(1) + " s ago" : "–"],
     ])),
     h("section", {class: "card", "aria-labelledby": "h-node"}, h("h2", {id: "h-node"}, "This node"), kv([
@@ -296,7 +317,7 @@ function overviewCards(st, samples, ready) {
   const archived = metric(samples, "orderlog_tiering_archived_watermark");
   if (archived !== undefined) {
     cards.push(h("section", {class: "card", "aria-labelledby": "h-archive"}, h("h2", {id: "h-archive"}, "Archive"), kv([
-      ["Archived watermark T", fmtInt(archived), "archived"],
+      ["Archived watermark T", h("a", {href: "/ui/archive"}, fmtInt(archived)), "archived"],
       ["Not yet archived", fmtInt(Math.max(0, (st.committed || 0) - archived)) + " offsets"],
       ["Files written", fmtInt(metric(samples, "orderlog_tiering_files_total"))],
       ["Bytes written", fmtBytes(metric(samples, "orderlog_tiering_bytes_total"))],
@@ -363,9 +384,50 @@ function chart(title, lines, fmt) {
   return h("figure", {class: "card"}, h("figcaption", {}, h("strong", {}, title), h("span", {class: "muted"}, ` (max ${fmt(max)})`)), box, legend);
 }
 
-// refusalTable lists the counters of refusals and errors, by their labels.
+// REFUSED is the counter of produce frames refused, labelled by the API
+// error code the producer got (internal/apierr's catalogue).
+const REFUSED = "orderlog_ingest_refused_frames_total";
+const CODE_COLORS = ["#b42318", "#0b57d0", "#11623a", "#7a3db8", "#8a5a00"];
+
+// refusedByCode is each code's count in a scrape.
+function refusedByCode(scrape) {
+  const out = {};
+  for (const s of scrape.samples) if (s.name === REFUSED && s.labels.code) out[s.labels.code] = s.value;
+  return out;
+}
+
+// errorsByCode is the refused frames of each code since the node started,
+// their rate over the scrapes kept (the last minutes) and now, and a chart
+// of the rates of the codes with the most. A code missing from an older
+// scrape counted 0 then: its counter is made at its first refusal.
+function errorsByCode() {
+  if (!scrapes.length) return [];
+  const last = scrapes[scrapes.length - 1], first = scrapes[0];
+  const now = refusedByCode(last), then = refusedByCode(first);
+  const codes = Object.keys(now).sort((a, b) => now[b] - now[a] || a.localeCompare(b));
+  if (!codes.length) return [h("p", {class: "muted"}, "No produce frame refused since the node started.")];
+  const span = last.t - first.t;
+  const windowRate = code => span > 0 ? Math.max(0, (now[code] - (then[code] || 0)) / span) : undefined;
+  const codeRate = code => (b, a) => b.t > a.t ? Math.max(0, ((refusedByCode(b)[code] || 0) - (refusedByCode(a)[code] || 0)) / (b.t - a.t)) : undefined;
+  const minutes = Math.max(1, Math.round(span / 60));
+  const table = h("table", {id: "refused-codes"},
+    h("caption", {}, `Produce frames refused (${REFUSED}), by the API error code the producer got`),
+    h("thead", {}, h("tr", {}, h("th", {scope: "col"}, "Code"), h("th", {scope: "col", class: "num"}, "Since the node started"),
+      h("th", {scope: "col", class: "num"}, span > 0 ? `Per second, last ${minutes} min` : "Per second"),
+      h("th", {scope: "col", class: "num"}, "Per second now"))),
+    h("tbody", {}, codes.map(code => {
+      const pts = series(codeRate(code));
+      return h("tr", {"data-code": code}, h("td", {}, h("code", {}, code)), h("td", {class: "num"}, fmtInt(now[code])),
+        h("td", {class: "num"}, fmtRate(windowRate(code))), h("td", {class: "num"}, fmtRate(pts.length ? pts[pts.length - 1][1] : undefined)));
+    })));
+  const lines = codes.slice(0, CODE_COLORS.length).map((code, i) => ({label: code, color: CODE_COLORS[i], points: series(codeRate(code))}));
+  return [h("div", {class: "grid"}, chart("Refused frames per second, by code", lines, fmtRate), h("div", {class: "span2"}, table))];
+}
+
+// refusalTable lists the counters of refusals and errors, by their labels
+// (refused produce frames have their own table, by code).
 function refusalTable(samples) {
-  const rows = samples.filter(s => /_total$/.test(s.name) && /refus|error|fail|denied|fenced|conflict/.test(s.name) && s.value > 0);
+  const rows = samples.filter(s => s.name !== REFUSED && /_total$/.test(s.name) && /refus|error|fail|denied|fenced|conflict/.test(s.name) && s.value > 0);
   if (!rows.length) return [h("p", {class: "muted"}, "No refusals or errors counted since the node started.")];
   return [h("table", {}, h("caption", {}, "Refusals and errors since the node started"),
     h("thead", {}, h("tr", {}, h("th", {scope: "col"}, "Counter"), h("th", {scope: "col"}, "Labels"), h("th", {scope: "col", class: "num"}, "Count"))),
@@ -704,8 +766,28 @@ function consumersPage(main, params) {
   form.addEventListener("submit", e => { e.preventDefault(); navigate("/ui/consumers?group=" + encodeURIComponent(input.value.trim())); });
   const out = h("div", {id: "group"});
   main.append(form, out);
-  if (!group) { out.append(h("p", {class: "muted"}, "Name a group to see its members, assignment, committed offsets and lag.")); return; }
-  every(POLL_MS, async () => out.replaceChildren(...groupView(await api("/v1/consumers/" + encodeURIComponent(group)))));
+  if (!group) {
+    every(ETCD_POLL_MS, async () => replaceKeepingFocus(out, groupList(await api("/v1/console/groups"))));
+    return;
+  }
+  out.before(h("p", {}, h("a", {href: "/ui/consumers"}, "All groups")));
+  every(POLL_MS, async () => replaceKeepingFocus(out, groupView(await api("/v1/consumers/" + encodeURIComponent(group)))));
+}
+
+// The lists of groups and producers read etcd (every group's keys, a page
+// of producer records): every 5 s, not 2.
+const ETCD_POLL_MS = 5000;
+
+function groupList(d) {
+  if (d.unavailable) return [h("p", {class: "muted"}, d.unavailable + ".")];
+  if (!d.groups.length) return [h("p", {class: "muted"}, "No consumer group whose topics you may read.")];
+  return [h("table", {id: "g-list"},
+    h("caption", {}, "Groups whose topics you may read; lag is measured against C, refreshed every 5 s"),
+    h("thead", {}, h("tr", {}, ["Group", "Generation", "Members", "Topics", "Partitions", "Total lag"].map(t => h("th", {scope: "col"}, t)))),
+    h("tbody", {}, d.groups.map(g => h("tr", {"data-group": g.group},
+      h("td", {}, h("a", {href: "/ui/consumers?group=" + encodeURIComponent(g.group)}, g.group)),
+      h("td", {class: "num"}, fmtInt(g.generation)), h("td", {class: "num"}, fmtInt(g.members)), h("td", {}, g.topics.join(", ")),
+      h("td", {class: "num"}, fmtInt(g.partitions)), h("td", {class: "num lag"}, fmtInt(g.total_lag))))))];
 }
 
 function groupView(d) {
@@ -725,6 +807,93 @@ function groupView(d) {
         h("td", {class: "num"}, p.committed !== undefined ? fmtInt(p.committed) : "none yet"),
         h("td", {class: "num"}, fmtInt(p.end_offset)), h("td", {class: "num lag"}, fmtInt(p.lag)), h("td", {}, p.member_id || "–"))))),
   ];
+}
+
+// ---------- Producers ----------
+
+function producersPage(main, params) {
+  main.append(h("h1", {}, "Producers"),
+    h("p", {class: "note", id: "p-source"}, "Id, name, epoch, owner and principal come from each producer's record in etcd, " +
+      "which changes only at InitProducer and when a node takes a producer over: the owner shown can be a node that has just died, " +
+      "until the next InitProducer or takeover moves the producer. The last durable seq is not in etcd: it is read from the memory " +
+      "of this node, for the producers this node owns, and is shown as \u201cnot here\u201d for the others."));
+  const after = params.get("after") || "";
+  const out = h("div", {id: "producers"});
+  main.append(out);
+  every(ETCD_POLL_MS, async () => {
+    const d = await api("/v1/console/producers" + (after ? "?after=" + encodeURIComponent(after) : ""));
+    replaceKeepingFocus(out, producerList(d, after));
+  });
+}
+
+function producerList(d, after) {
+  const scope = d.all_principals ? "Every producer" : "The producers bound to you (only an administrator sees every principal\u2019s)";
+  const pager = h("div", {class: "buttons"},
+    after ? h("a", {href: "/ui/producers", class: "button"}, "First page") : null,
+    d.next_after ? h("a", {href: "/ui/producers?after=" + d.next_after, class: "button", id: "p-more"}, "More producers") : null);
+  if (!d.producers.length) return [h("p", {class: "muted"}, scope + (after ? `: none with an id above ${after} in this page of records.` : ": none yet.")), pager];
+  return [h("table", {id: "p-list"},
+    h("caption", {}, scope + (after ? `, ids above ${after}` : "") + ", in id order"),
+    h("thead", {}, h("tr", {}, ["Id", "Name", "Epoch", "Last durable seq", "Owner", "Owner node", "Principal", "State"].map(t => h("th", {scope: "col"}, t)))),
+    h("tbody", {}, d.producers.map(p => h("tr", {"data-producer": p.name},
+      h("td", {class: "num"}, h("a", {href: "/ui/messages?producer=" + p.id}, String(p.id))),
+      h("td", {}, p.name, p.idempotency_bucket ? h("span", {class: "muted"}, " (Idempotency-Key bucket)") : null),
+      h("td", {class: "num epoch"}, fmtInt(p.epoch)),
+      h("td", {class: "num seq"}, p.last_durable_seq !== undefined ? fmtInt(p.last_durable_seq) : (p.owned_here ? "none yet" : "not here")),
+      h("td", {}, p.owner), h("td", {}, p.owner_live ? (p.owner_address || "live") + (p.owned_here ? " (this node)" : "") : h("span", {class: "bad"}, "gone")),
+      h("td", {}, p.principal || h("span", {class: "muted"}, "none")),
+      h("td", {}, p.expired ? "expired (its next InitProducer starts it over)" : "active"))))), pager];
+}
+
+// ---------- Archive ----------
+
+function archivePage(main, params) {
+  main.append(h("h1", {}, "Archive"));
+  const before = params.get("before") || "";
+  const out = h("div", {id: "archive"});
+  main.append(out);
+  every(POLL_MS, async () => {
+    const [d, st] = await Promise.all([api("/v1/console/archive" + (before ? "?before=" + encodeURIComponent(before) : "")),
+      api("/v1/status").catch(() => ({}))]);
+    replaceKeepingFocus(out, archiveView(d, st, before));
+  });
+}
+
+// holesText lists a file's holes, the first few of them when it has many.
+function holesText(holes) {
+  if (!holes.length) return "none";
+  const shown = holes.slice(0, 5).map(x => `${fmtInt(x.first)} to ${fmtInt(x.end - 1)}`).join(", ");
+  const offsets = holes.reduce((n, x) => n + x.end - x.first, 0);
+  return shown + (holes.length > 5 ? ` and ${fmtInt(holes.length - 5)} more` : "") + (holes.length > 1 ? ` (${fmtInt(offsets)} offsets)` : "");
+}
+
+function archiveView(d, st, before) {
+  if (!d.enabled) return [h("p", {class: "note", id: "a-off"}, "The archive is off on this node: " + d.reason + ".")];
+  const parts = [kv([
+    ["Location", d.location],
+    ["Archived watermark T", fmtInt(d.t), "a-t"],
+    ["First archived offset", fmtInt(d.first)],
+    ["Not yet archived", st.committed !== undefined ? fmtInt(Math.max(0, st.committed - d.t)) + " offsets below C" : "–"],
+    ["Files", fmtInt(d.files_total)], ["Rows", fmtInt(d.rows_total)], ["Bytes", fmtBytes(d.bytes_total)],
+    d.loaded < d.t ? ["Manifest loaded to", fmtInt(d.loaded) + " (still loading the newest segments)"] : null,
+  ])];
+  if (!d.files.length) {
+    parts.push(h("p", {class: "muted"}, d.known ? "No file archived yet." : "This node has not read the archive's head yet."));
+    return parts;
+  }
+  parts.push(h("table", {id: "a-files"},
+    h("caption", {}, "Files newest first" + (before ? `, ending at or below offset ${fmtInt(before)}` : "") + "; a hole is a range of offsets without a message"),
+    h("thead", {}, h("tr", {}, ["Offsets", "Rows", "Bytes", "Holes", "Ingest times", "Object"].map(t => h("th", {scope: "col"}, t)))),
+    h("tbody", {}, d.files.map(f => h("tr", {"data-first": f.first},
+      h("td", {class: "nowrap"}, h("a", {href: "/ui/messages?offset=" + f.first}, `${fmtInt(f.first)} to ${fmtInt(f.end - 1)}`)),
+      h("td", {class: "num"}, fmtInt(f.rows)), h("td", {class: "num nowrap"}, fmtBytes(f.bytes)),
+      h("td", {class: "holes"}, holesText(f.holes)),
+      h("td", {}, f.first_ingest_time ? f.first_ingest_time + " to " + f.last_ingest_time : "–"),
+      h("td", {class: "object"}, f.object))))));
+  parts.push(h("div", {class: "buttons"},
+    before ? h("a", {href: "/ui/archive", class: "button"}, "Newest files") : null,
+    d.next_before ? h("a", {href: "/ui/archive?before=" + d.next_before, class: "button", id: "a-older"}, "Older files") : null));
+  return parts;
 }
 
 // ---------- start ----------
