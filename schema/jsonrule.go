@@ -20,7 +20,22 @@ type jsonRule struct {
 	required   map[string]int // property → bit in the seen mask
 	additional *jsonRule      // nil: any additional property
 	items      *jsonRule      // nil: any item
+	// fields is props and required in one list, for objects with few
+	// properties: comparing a handful of names costs less than hashing.
+	fields []jsonField
 }
+
+// jsonField is a property the rule names, declared or required or both.
+type jsonField struct {
+	name     string
+	rule     *jsonRule // the property's rule (the additional one if not declared)
+	declared bool
+	bit      int // in the seen mask; -1 if not required
+}
+
+// maxListedFields is the most properties a rule looks up by comparing
+// names rather than through its maps.
+const maxListedFields = 16
 
 // jsonTypeSet is a set of JSON Schema types.
 type jsonTypeSet uint8
@@ -93,7 +108,32 @@ func compileJSONObject(d map[string]any) (*jsonRule, error) {
 			return nil, err
 		}
 	}
+	r.listFields()
 	return r, nil
+}
+
+func (r *jsonRule) listFields() {
+	names := map[string]bool{}
+	for name := range r.props {
+		names[name] = true
+	}
+	for name := range r.required {
+		names[name] = true
+	}
+	if len(names) > maxListedFields {
+		return
+	}
+	for name := range names {
+		f := jsonField{name: name, bit: -1}
+		f.rule, f.declared = r.props[name]
+		if !f.declared {
+			f.rule = r.additional
+		}
+		if bit, ok := r.required[name]; ok {
+			f.bit = bit
+		}
+		r.fields = append(r.fields, f)
+	}
 }
 
 func compileTypes(v any) (jsonTypeSet, error) {
@@ -151,12 +191,25 @@ func compileRequired(v any) (map[string]int, error) {
 }
 
 // property is the rule for an object's property name: its own, else the
-// additional properties', else nil (anything).
-func (r *jsonRule) property(name []byte) (*jsonRule, bool) {
-	if sub, ok := r.props[string(name)]; ok {
-		return sub, true
+// additional properties', else nil (anything); whether the rule declares
+// it; and its bit in the seen mask, -1 if not required.
+func (r *jsonRule) property(name []byte) (*jsonRule, bool, int) {
+	if r.fields != nil || (len(r.props) == 0 && len(r.required) == 0) {
+		for i := range r.fields {
+			if f := &r.fields[i]; f.name == string(name) {
+				return f.rule, f.declared, f.bit
+			}
+		}
+		return r.additional, false, -1
 	}
-	return r.additional, false
+	bit, ok := r.required[string(name)]
+	if !ok {
+		bit = -1
+	}
+	if sub, ok := r.props[string(name)]; ok {
+		return sub, true, bit
+	}
+	return r.additional, false, bit
 }
 
 // accepts says whether the rule's types admit a value of type t (for a

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -175,11 +176,12 @@ func (s *jsonScanner) object(rule *jsonRule, depth int) error {
 		var sub *jsonRule
 		if rule != nil {
 			var declared bool
-			sub, declared = rule.property(name)
+			var bit int
+			sub, declared, bit = rule.property(name)
 			if !declared && sub != nil && sub.nothing {
 				return within(mismatch("property not allowed (additionalProperties)"), string(name))
 			}
-			if bit, ok := rule.required[string(name)]; ok {
+			if bit >= 0 {
 				seen |= 1 << bit
 			}
 		}
@@ -262,6 +264,17 @@ var stringSpecial = func() (t [256]bool) {
 	return t
 }()
 
+// specialIn8 says whether one of 8 bytes may be one stringSpecial marks
+// (a control character, '"' or a backslash), testing all 8 at once with
+// the zero-byte trick; a false alarm only sends the scan to the byte loop.
+func specialIn8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	control := (x - ones*0x20) &^ x & highs
+	q := x ^ ones*'"'
+	b := x ^ ones*'\\'
+	return control|((q-ones)&^q&highs)|((b-ones)&^b&highs) != 0
+}
+
 // str scans a string and returns its value: the raw bytes when it has no
 // escapes (no copy), else the decoded value.
 func (s *jsonScanner) str() ([]byte, error) {
@@ -269,6 +282,9 @@ func (s *jsonScanner) str() ([]byte, error) {
 	s.i++ // "
 	escaped := false
 	for {
+		for s.i+8 <= len(s.b) && !specialIn8(binary.LittleEndian.Uint64(s.b[s.i:])) {
+			s.i += 8
+		}
 		for s.i < len(s.b) && !stringSpecial[s.b[s.i]] {
 			s.i++
 		}

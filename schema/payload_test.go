@@ -285,3 +285,19 @@ func TestFullJSONValidationIsBoundedByThePayload(t *testing.T) {
 		t.Fatalf("refusing took %v", d)
 	}
 }
+
+// specialIn8 never misses a byte stringSpecial marks, in any position.
+func TestSpecialIn8FindsEverySpecialByte(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			word := bytes.Repeat([]byte{'a'}, 8)
+			word[pos] = byte(c)
+			if stringSpecial[c] && !specialIn8(binary.LittleEndian.Uint64(word)) {
+				t.Fatalf("byte %#x at %d missed", c, pos)
+			}
+		}
+	}
+	if specialIn8(binary.LittleEndian.Uint64([]byte("abc\xc3\xa9xyz"))) {
+		t.Fatal("a false alarm on plain text")
+	}
+}

@@ -63,13 +63,15 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds of plain and validated measurements; medians are printed")
 	streams := flag.Int("streams", 16, "producer streams")
 	size := flag.Int("size", 1024, "JSON payload size")
+	serverArgs := flag.String("server-args", "", `more flags for orderlog dev, space-separated ("--pprof --http-addr 127.0.0.1:27380" to profile it)`)
 	flag.Parse()
 
 	dir, err := os.MkdirTemp("", "orderlog-schemas-bench")
 	check(err)
 	defer os.RemoveAll(dir)
-	server := exec.Command(*binary, "dev", "--data", filepath.Join(dir, "dev"), "--grpc-addr", "127.0.0.1:0",
-		"--http-addr", "127.0.0.1:0", "--etcd-addr", "127.0.0.1:0", "--archive", "none")
+	args := []string{"dev", "--data", filepath.Join(dir, "dev"), "--grpc-addr", "127.0.0.1:0",
+		"--http-addr", "127.0.0.1:0", "--etcd-addr", "127.0.0.1:0", "--archive", "none"}
+	server := exec.Command(*binary, append(args, strings.Fields(*serverArgs)...)...)
 	server.Stderr = os.Stderr
 	stdout, err := server.StdoutPipe()
 	check(err)
