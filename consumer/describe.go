@@ -28,7 +28,26 @@ func (s *Service) DescribeGroup(ctx context.Context, req *orderlogpb.DescribeGro
 		return nil, apierr.New(apierr.UnknownGroup, "consumer group %q has no members and no offsets", req.Group)
 	}
 	_, c := s.reader.Commits().Committed()
-	return describe(req.Group, snap.state, offsets, c, s.reader.ReadStart()), nil
+	d := describe(req.Group, snap.state, offsets, c, s.reader.ReadStart())
+	if s.describeAccess != nil {
+		if err := s.describeAccess(ctx, DescriptionTopics(d)); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// DescriptionTopics is every topic a description names, sorted, once each.
+func DescriptionTopics(d *orderlogpb.GroupDescription) []string {
+	var topics []string
+	for _, p := range d.Partitions {
+		topics = append(topics, p.Topic)
+	}
+	for _, m := range d.Members {
+		topics = append(topics, m.Topics...)
+	}
+	slices.Sort(topics)
+	return slices.Compact(topics)
 }
 
 // describe builds a description from a state (nil: none yet), committed

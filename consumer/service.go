@@ -27,7 +27,8 @@ type Service struct {
 	logged       loggedCommits
 	// life ends when the node stops: work a member's departure leaves
 	// (a reconcile, logged commits) ends with it.
-	life context.Context
+	life           context.Context
+	describeAccess func(ctx context.Context, topics []string) error
 }
 
 // Config is what a Service needs.
@@ -43,6 +44,11 @@ type Config struct {
 	Logger       *slog.Logger
 	// Context is the service's lifetime (nil: forever).
 	Context context.Context
+	// DescribeAccess, if set, decides whether the caller may see a
+	// group's description, given every topic it names (none for a group
+	// without topics): a group has no ACL of its own, and its offsets and
+	// members tell of its topics.
+	DescribeAccess func(ctx context.Context, topics []string) error
 }
 
 // NewService returns the service.
@@ -54,7 +60,7 @@ func NewService(cfg Config) *Service {
 		life = context.Background()
 	}
 	return &Service{store: store, coord: NewCoordinator(store, logger), reader: cfg.Reader, node: cfg.Node,
-		defaultTopic: cfg.DefaultTopic, logger: logger, life: life}
+		defaultTopic: cfg.DefaultTopic, logger: logger, life: life, describeAccess: cfg.DescribeAccess}
 }
 
 // Register adds the service to a gRPC server.

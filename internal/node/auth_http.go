@@ -155,3 +155,17 @@ func (c guardedConsumers) CommitOffsets(ctx context.Context, commit *orderlogpb.
 	}
 	return c.Consumers.CommitOffsets(ctx, commit)
 }
+
+// groupAccess decides who may see a consumer group's description: whoever
+// may read every topic it names, as the console's group list decides (a
+// group has no ACL of its own; one naming no topic, whoever may read all).
+func (g *authGuard) groupAccess(ctx context.Context, topics []string) error {
+	principal, err := g.callPrincipal(ctx)
+	if err != nil {
+		return err
+	}
+	if len(topics) == 0 {
+		return g.allowEverywhere(principal, auth.Read)
+	}
+	return g.allow(principal, auth.Read, topics...)
+}

@@ -118,6 +118,10 @@ func TestConsoleListsOnlyWhatTheCallerMaySee(t *testing.T) {
 		{"/v1/console/groups", "", 401, []string{"UNAUTHENTICATED"}, nil},
 		{"/v1/console/groups", alice, 200, []string{`"group":"g-orders","generation":1,"members":1,"topics":["orders"],"partitions":16`}, []string{"g-secret"}},
 		{"/v1/console/groups", root, 200, []string{`"group":"g-orders"`, `"group":"g-secret"`}, nil},
+		// A group's description follows the list: read on every topic it names.
+		{"/v1/consumers/g-orders", alice, 200, []string{`"group":"g-orders"`}, nil},
+		{"/v1/consumers/g-secret", alice, 403, []string{"PERMISSION_DENIED"}, []string{"secret\",\"partition"}},
+		{"/v1/consumers/g-secret", root, 200, []string{`"group":"g-secret"`}, nil},
 		{"/v1/console/producers", "", 401, []string{"UNAUTHENTICATED"}, nil},
 		{"/v1/console/producers", alice, 200, []string{`"id":1,"name":"alice-app","epoch":1`, `"owner_live":true,"owned_here":true,"principal":"alice","last_durable_seq":0`,
 			`"all_principals":false`}, []string{"root-app", "next_after"}},

@@ -442,7 +442,8 @@ func (s *Server) startRoles(ctx context.Context) error {
 		svc := newService(s.cli, s.ingest, s.reader, s.status)
 		reader.NewService(s.reader, svc.partitionFilter).Register(s.grpc)
 		s.consumers = consumer.NewService(consumer.Config{Etcd: s.cli, Reader: s.reader, Partitions: svc.partitions,
-			Node: s.cfg.NodeName, DefaultTopic: httpapi.DefaultTopic, Logger: s.logger, Context: ctx})
+			Node: s.cfg.NodeName, DefaultTopic: httpapi.DefaultTopic, Logger: s.logger, Context: ctx,
+			DescribeAccess: s.auth.groupAccess})
 		s.consumers.Register(s.grpc)
 	}
 	s.startRereplication(ctx) // rereplication.go
