@@ -14,19 +14,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -48,17 +43,10 @@ func main() {
 	dir, err := os.MkdirTemp("", "orderlog-console-bench")
 	check(err)
 	defer os.RemoveAll(dir)
-	server, grpcAddr, httpAddr := startDev(*binary, filepath.Join(dir, "dev"))
-	defer func() {
-		_ = server.Process.Signal(syscall.SIGTERM)
-		_ = server.Wait()
-	}()
-	c, err := client.Dial(grpcAddr)
+	dev, err := benchutil.StartDev(*binary, filepath.Join(dir, "dev"), nil)
 	check(err)
-	defer c.Close()
-	readyCtx, cancelReady := context.WithTimeout(context.Background(), 60*time.Second)
-	check(c.WaitReady(readyCtx))
-	cancelReady()
+	defer dev.Stop()
+	server, httpAddr, c := dev.Cmd, dev.HTTPAddr, dev.Client
 
 	tab, closeTab := openTab(*chromium)
 	defer closeTab()
@@ -106,43 +94,6 @@ func label(console bool) string {
 		return "console tab"
 	}
 	return "no console"
-}
-
-// startDev starts `orderlog dev` on free ports and reads its banner for
-// the addresses it got.
-func startDev(binary, dataDir string) (*exec.Cmd, string, string) {
-	server := exec.Command(binary, "dev", "--data", dataDir, "--grpc-addr", "127.0.0.1:0",
-		"--http-addr", "127.0.0.1:0", "--etcd-addr", "127.0.0.1:0", "--archive", "none")
-	server.Stderr = io.Discard
-	stdout, err := server.StdoutPipe()
-	check(err)
-	check(server.Start())
-	grpcAddr, httpAddr, err := readAddrs(stdout)
-	check(err)
-	return server, grpcAddr, httpAddr
-}
-
-// readAddrs reads the banner's gRPC and HTTP lines, then keeps draining
-// the output in the background.
-func readAddrs(stdout io.Reader) (grpcAddr, httpAddr string, err error) {
-	scanner := bufio.NewScanner(stdout)
-	for scanner.Scan() {
-		line := strings.TrimSpace(scanner.Text())
-		if addr, ok := strings.CutPrefix(line, "gRPC "); ok {
-			grpcAddr = strings.TrimSpace(addr)
-		}
-		if addr, ok := strings.CutPrefix(line, "HTTP "); ok {
-			httpAddr = strings.TrimPrefix(strings.TrimSpace(addr), "http://")
-		}
-		if grpcAddr != "" && httpAddr != "" {
-			go func() {
-				for scanner.Scan() {
-				}
-			}()
-			return grpcAddr, httpAddr, nil
-		}
-	}
-	return "", "", errors.New("orderlog dev exited before printing its addresses")
 }
 
 // openTab starts headless Chromium with one tab.

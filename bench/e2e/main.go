@@ -17,7 +17,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +24,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"orderlog/bench/internal/benchutil"
@@ -50,28 +48,14 @@ func main() {
 	walRate := walReference(filepath.Join(dir, "wal"), *duration)
 	fmt.Printf("wal_entries_per_s=%.0f (bench/wal, same disk, same run)\n", walRate)
 
-	args := []string{"dev", "--data", filepath.Join(dir, "dev"), "--grpc-addr", "127.0.0.1:0",
-		"--http-addr", "127.0.0.1:0", "--etcd-addr", "127.0.0.1:0", "--archive", "none"}
+	var extra []string
 	if *fsyncPolicy != "" {
-		args = append(args, "--fsync", *fsyncPolicy)
+		extra = append(extra, "--fsync", *fsyncPolicy)
 	}
-	args = append(args, strings.Fields(*serverArgs)...)
-	server := exec.Command(*binary, args...)
-	server.Stderr = os.Stderr
-	stdout, err := server.StdoutPipe()
+	dev, err := benchutil.StartDev(*binary, filepath.Join(dir, "dev"), os.Stderr, append(extra, strings.Fields(*serverArgs)...)...)
 	check(err)
-	check(server.Start())
-	defer func() {
-		_ = server.Process.Signal(syscall.SIGTERM)
-		_ = server.Wait()
-	}()
-	grpcAddr := grpcAddr(stdout)
-	c, err := client.Dial(grpcAddr)
-	check(err)
-	defer c.Close()
-	readyCtx, cancelReady := context.WithTimeout(context.Background(), 60*time.Second)
-	check(c.WaitReady(readyCtx))
-	cancelReady()
+	defer dev.Stop()
+	c := dev.Client
 
 	ctx := context.Background()
 	load := client.LoadConfig{Streams: *streams, Size: *size, Frame: 64, InFlight: 8, Duration: *duration}
@@ -153,8 +137,3 @@ func check(err error) {
 }
 
 // grpcAddr is orderlog dev's gRPC address from its banner.
-func grpcAddr(stdout io.Reader) string {
-	addr, err := benchutil.ReadGRPCAddr(stdout)
-	check(err)
-	return addr
-}

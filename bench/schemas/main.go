@@ -14,10 +14,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"orderlog/bench/internal/benchutil"
@@ -69,26 +67,10 @@ func main() {
 	dir, err := os.MkdirTemp("", "orderlog-schemas-bench")
 	check(err)
 	defer os.RemoveAll(dir)
-	args := []string{"dev", "--data", filepath.Join(dir, "dev"), "--grpc-addr", "127.0.0.1:0",
-		"--http-addr", "127.0.0.1:0", "--etcd-addr", "127.0.0.1:0", "--archive", "none"}
-	server := exec.Command(*binary, append(args, strings.Fields(*serverArgs)...)...)
-	server.Stderr = os.Stderr
-	stdout, err := server.StdoutPipe()
+	dev, err := benchutil.StartDev(*binary, filepath.Join(dir, "dev"), os.Stderr, strings.Fields(*serverArgs)...)
 	check(err)
-	check(server.Start())
-	defer func() {
-		_ = server.Process.Signal(syscall.SIGTERM)
-		_ = server.Wait()
-	}()
-	addr, err := benchutil.ReadGRPCAddr(stdout)
-	check(err)
-	c, err := client.Dial(addr)
-	check(err)
-	defer c.Close()
-	ctx := context.Background()
-	readyCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	check(c.WaitReady(readyCtx))
-	cancel()
+	defer dev.Stop()
+	c, server, ctx := dev.Client, dev.Cmd, context.Background()
 
 	payload := orderPayload(*size)
 	version, err := c.Schemas().Register(ctx, "validated", "JSON", orderSchema)

@@ -1,5 +1,6 @@
-// Package benchutil holds what several benchmark commands share: reading
-// `orderlog dev`'s banner for its address, and medians of rounds. Only
+// Package benchutil holds what several benchmark commands share: starting
+// `orderlog dev` and reading its banner for its addresses, and medians of
+// rounds. Only
 // benchmarks import it.
 package benchutil
 
