@@ -29,6 +29,9 @@ func NewService(reg *Registry, authorize Authorize) *Service {
 // RegisterSchema adds a version to a subject, or returns the version the
 // same schema already is.
 func (s *Service) RegisterSchema(ctx context.Context, req *orderlogpb.RegisterSchemaRequest) (*orderlogpb.SchemaVersion, error) {
+	if err := validSubject(req.Subject); err != nil {
+		return nil, answerError(err) // before authorizing: "" would ask for every topic
+	}
 	if err := s.authorize(ctx, WriteAccess, req.Subject); err != nil {
 		return nil, answerError(err)
 	}
@@ -64,6 +67,9 @@ func (s *Service) ListSubjects(ctx context.Context, _ *orderlogpb.ListSubjectsRe
 // ListSchemaVersions returns a subject's versions, oldest first, with
 // their text.
 func (s *Service) ListSchemaVersions(ctx context.Context, req *orderlogpb.ListSchemaVersionsRequest) (*orderlogpb.ListSchemaVersionsResponse, error) {
+	if err := validSubject(req.Subject); err != nil {
+		return nil, answerError(err) // before authorizing: "" would ask for every topic
+	}
 	if err := s.authorize(ctx, ReadAccess, req.Subject); err != nil {
 		return nil, answerError(err)
 	}
@@ -92,6 +98,9 @@ func (s *Service) GetSchema(ctx context.Context, req *orderlogpb.GetSchemaReques
 		}
 		return versionMessage(v), nil
 	}
+	if err := validSubject(req.Subject); err != nil {
+		return nil, answerError(err)
+	}
 	if err := s.authorize(ctx, ReadAccess, req.Subject); err != nil {
 		return nil, answerError(err)
 	}
@@ -110,6 +119,9 @@ func (s *Service) GetSchema(ctx context.Context, req *orderlogpb.GetSchemaReques
 // an incompatible one is an answer (compatible false, and why), not an
 // error, as the REST compatibility endpoint answers.
 func (s *Service) CheckSchema(ctx context.Context, req *orderlogpb.CheckSchemaRequest) (*orderlogpb.CheckSchemaResponse, error) {
+	if err := validSubject(req.Subject); err != nil {
+		return nil, answerError(err) // before authorizing: "" would ask for every topic
+	}
 	if err := s.authorize(ctx, ReadAccess, req.Subject); err != nil {
 		return nil, answerError(err)
 	}

@@ -79,9 +79,23 @@ func main() {
 		return // the flag set printed its usage
 	} else if err != nil {
 		fmt.Fprintf(os.Stderr, "orderlog %s: %v\n", os.Args[1], err)
-		os.Exit(1)
+		code := 1
+		if exit, ok := errors.AsType[exitError](err); ok {
+			code = exit.code
+		}
+		os.Exit(code)
 	}
 }
+
+// exitError ends the command with its own exit status, for an answer a
+// script must tell from a failure (schema check's "incompatible").
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
 
 func isHelp(arg string) bool {
 	return arg == "help" || arg == "-h" || arg == "--help"

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -29,7 +30,8 @@ fails with INCOMPATIBLE_SCHEMA and the reason. ls lists the subjects, or
 with --subject its versions; show prints a version (default: the latest)
 or the schema with a global id. check says whether --file could be
 registered, against --version alone or, without it, every version the
-level looks at, and exits 1 with the reason when it could not. config
+level looks at, and exits 3 with the reason when it could not (1 when
+the check itself failed: no node, no permission, bad input). config
 prints the subject's compatibility level (its own, else the global one)
 and its topic's validation mode, after setting the ones given; without
 --subject, the global level. Once authentication is on, register and
@@ -40,8 +42,8 @@ type schemaFlags struct {
 	subject       string
 	format        string
 	file          string
-	version       int
-	id            uint
+	version       int64
+	id            uint64
 	compatibility string
 	validation    string
 	json          bool
@@ -52,8 +54,8 @@ func (f *schemaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.subject, "subject", "", "the subject (named like its topic)")
 	fs.StringVar(&f.format, "type", "avro", "with register and check: the schema's format: avro, json (JSON Schema) or protobuf")
 	fs.StringVar(&f.file, "file", "", "with register and check: the file holding the schema text ('-': stdin)")
-	fs.IntVar(&f.version, "version", 0, "with show: the version (0 or -1: the latest); with check: the one version to check against (-1: the latest; 0: every version the level looks at)")
-	fs.UintVar(&f.id, "id", 0, "with show: a global schema id instead of --subject")
+	fs.Int64Var(&f.version, "version", 0, "with show: the version (0 or -1: the latest); with check: the one version to check against (-1: the latest; 0: every version the level looks at)")
+	fs.Uint64Var(&f.id, "id", 0, "with show: a global schema id instead of --subject")
 	fs.StringVar(&f.compatibility, "compatibility", "", "with config: set the compatibility level (NONE, BACKWARD, FORWARD, FULL, or a _TRANSITIVE form)")
 	fs.StringVar(&f.validation, "validation", "", "with config: set what produce checks of the topic: none, warn or strict")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of text")
@@ -111,6 +113,9 @@ func (f *schemaFlags) check(verb string, v schemaVerb) error {
 	}
 	if verb == "show" && (f.subject == "") == (f.id == 0) {
 		return errors.New("schema show: give --subject (with --version) or --id")
+	}
+	if f.id > math.MaxUint32 || f.version < -1 || f.version > math.MaxInt32 {
+		return fmt.Errorf("schema %s: --id must fit 32 bits and --version be -1 to %d", verb, math.MaxInt32)
 	}
 	if !v.needFile {
 		return nil
@@ -216,8 +221,9 @@ func schemaShow(ctx context.Context, reg client.SchemaRegistry, f *schemaFlags, 
 	return err
 }
 
-// errIncompatible ends check with exit status 1 once the reasons are printed.
-var errIncompatible = errors.New("the schema is not compatible")
+// errIncompatible ends check with exit status 3 once the reasons are
+// printed, so a CI step tells "incompatible" from "could not check".
+var errIncompatible = exitError{code: 3, err: errors.New("the schema is not compatible")}
 
 func schemaCheck(ctx context.Context, reg client.SchemaRegistry, f *schemaFlags, w io.Writer) error {
 	resp, err := reg.Check(ctx, f.subject, int32(f.version), f.format, f.text)
@@ -229,7 +235,7 @@ func schemaCheck(ctx context.Context, reg client.SchemaRegistry, f *schemaFlags,
 			return err
 		}
 	} else if resp.Compatible {
-		fmt.Fprintf(w, "compatible with subject %s (%s)\n", f.subject, checkedAgainst(f.version))
+		fmt.Fprintf(w, "compatible with subject %s (%s)\n", f.subject, checkedAgainst(int(f.version)))
 	}
 	if resp.Compatible {
 		return nil

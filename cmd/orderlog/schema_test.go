@@ -10,7 +10,7 @@ import (
 
 // TestSchemaCLI runs `orderlog schema` against an `orderlog dev` process:
 // register (from a file and from stdin), ls, show by version and by id,
-// check (compatible, and not: exit 1 with the reason), config set and get,
+// check (compatible, and not: exit 3 with the reason), config set and get,
 // and a refused registration.
 func TestSchemaCLI(t *testing.T) {
 	srv, _ := startDev(t)
@@ -53,7 +53,7 @@ func TestSchemaCLI(t *testing.T) {
 
 	expect("check compatible", schema("check", "--subject", "orders", "--file", v1, "--version", "1"), "compatible with subject orders (version 1)")
 	run = schema("check", "--subject", "orders", "--file", refused)
-	if run.exit != 1 || !strings.Contains(run.stdout, "incompatible: not backward compatible with version 2") ||
+	if run.exit != 3 || !strings.Contains(run.stdout, "incompatible: not backward compatible with version 2") ||
 		!strings.Contains(run.stdout, "email") || !strings.Contains(run.stderr, "not compatible") {
 		t.Fatalf("check incompatible: exit %d\nstdout: %s\nstderr: %s", run.exit, run.stdout, run.stderr)
 	}
@@ -70,6 +70,9 @@ func TestSchemaCLI(t *testing.T) {
 	expect("config global", schema("config"), "global: compatibility BACKWARD")
 	expect("register after NONE", schema("register", "--subject", "orders", "--file", refused), "subject orders version 3")
 
+	if run := schema("show", "--id", "4294967297"); run.exit != 1 || !strings.Contains(run.stderr, "fit 32 bits") {
+		t.Fatalf("show --id 2^32+1: exit %d, %s; want refused, not wrapped to id 1", run.exit, run.stderr)
+	}
 	if run := schema("show"); run.exit == 0 || !strings.Contains(run.stderr, "--subject") {
 		t.Fatalf("show without a subject: exit %d, %s", run.exit, run.stderr)
 	}
