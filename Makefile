@@ -25,8 +25,10 @@ build:
 
 ## test: every test, the race detector on the concurrent packages, short fuzz runs,
 ## and a short chaos run (5 faults on a 3-node cluster of real processes)
+# The web console's browser test saves its screenshots (FAIL-<step>.png on a failure) here.
+ORDERLOG_CONSOLE_ARTIFACTS ?= $(CURDIR)/artifacts/console
 test: vet cross s3-server-tool duckdb-tool promtool-tool chromium-tool
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	ORDERLOG_CONSOLE_ARTIFACTS=$(ORDERLOG_CONSOLE_ARTIFACTS) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) test-race
 	$(MAKE) fuzz-short
 	$(MAKE) chaos-short
@@ -191,10 +193,17 @@ s3-server-tool:
 promtool-tool:
 	@command -v promtool >/dev/null || (apt-get update && apt-get install -y --no-install-recommends prometheus)
 
-## chromium-tool: Chromium (Debian's chromium package), the headless browser that the web
-## console's tests drive (console/browser_test.go; without it they are skipped)
+## chromium-tool: Chromium, the headless browser that the web console's tests drive
+## (console/browser_test.go). Any browser the test accepts will do: $ORDERLOG_CHROMIUM, or
+## chromium, chromium-browser, google-chrome or headless-shell on PATH. Without one it installs
+## Debian's chromium with apt-get (as CI does: root on Debian); if that fails it warns and goes
+## on, and TestConsoleBrowser is then skipped, saying why
+CHROMIUM_NAMES := chromium chromium-browser google-chrome headless-shell
 chromium-tool:
-	@command -v chromium >/dev/null || (apt-get update && apt-get install -y --no-install-recommends chromium)
+	@if [ -n "$$ORDERLOG_CHROMIUM" ]; then exit 0; fi; \
+	for name in $(CHROMIUM_NAMES); do command -v $$name >/dev/null && exit 0; done; \
+	(apt-get update && apt-get install -y --no-install-recommends chromium) || \
+	  echo "chromium-tool: WARNING: no Chromium ($(CHROMIUM_NAMES) or \$$ORDERLOG_CHROMIUM) and apt-get could not install one: TestConsoleBrowser will be skipped" >&2
 
 ## duckdb-tool: DuckDB for node (npm @duckdb/node-api), the independent reader the
 ## tiering/parquetfile tests check archive files with; reinstalled when the lock file changes

@@ -18,8 +18,9 @@ import (
 )
 
 // artifactsEnv names the directory the browser test saves its screenshots
-// in (one PNG per page it checks); default a temporary directory that the
-// test removes.
+// in (one PNG per page it checks, and FAIL-<step>.png of the page a step
+// failed on); default a temporary directory that the test removes. `make
+// test` sets it to artifacts/console.
 const artifactsEnv = "ORDERLOG_CONSOLE_ARTIFACTS"
 
 // TestConsoleBrowser drives the console in headless Chromium against a
@@ -40,6 +41,7 @@ func TestConsoleBrowser(t *testing.T) {
 	shots := screenshotDir(t)
 	step := func(name string, f func(t *testing.T)) { // later steps build on earlier ones: stop at the first failure
 		if !t.Run(name, f) {
+			b.failureShot(t, shots, name)
 			b.checkLog(t)
 			t.FailNow()
 		}
@@ -356,6 +358,23 @@ func (b *browser) screenshot(t *testing.T, dir, name string) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot %s", path)
+}
+
+// failureShot saves the page a step failed on as FAIL-<step>.png; a
+// browser that cannot take it is logged, not failed again.
+func (b *browser) failureShot(t *testing.T, dir, step string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "FAIL-"+step+".png"), png, 0o644)
+	}
+	if err != nil {
+		t.Logf("screenshot of the failed step %s: %v", step, err)
+		return
+	}
+	t.Logf("screenshot of the failed step: %s", filepath.Join(dir, "FAIL-"+step+".png"))
 }
 
 // joinGroup holds a membership of group on topic for the rest of the test
