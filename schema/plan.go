@@ -1,5 +1,11 @@
 package schema
 
+import (
+	"math"
+
+	"orderlog/internal/apierr"
+)
+
 // plan is what registering a schema under a subject decides: the version
 // it gets, and whether a new id is written.
 type plan struct {
@@ -30,6 +36,9 @@ func planRegister(st subjectState, candidate *Parsed, fp string) (plan, error) {
 		Version: len(st.versions) + 1, ID: st.reusableID, Format: candidate.Format, Text: candidate.Text,
 	}}
 	if p.version.ID == 0 {
+		if st.lastID >= math.MaxUint32 { // messages carry ids in 32 bits
+			return plan{}, apierr.New(apierr.Internal, "the registry has given out every schema id (%d)", st.lastID)
+		}
 		p.version.ID, p.newID = st.lastID+1, true
 	}
 	return p, nil
