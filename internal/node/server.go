@@ -523,6 +523,7 @@ func (s *Server) startHTTP() error {
 	}
 	s.mountSchemas(mux)                   // schemas_http.go: /v1/schemas/, the schema registry
 	s.mountConsole(mux)                   // console_http.go: /ui/, the web console
+	s.mountConsoleCluster(mux)            // console_cluster.go: the leader and the stores' health
 	handler = s.auth.httpHandler(handler) // auth_http.go: the /v1 API needs credentials once auth is on
 	mux.HandleFunc("GET /readyz", s.readiness.serveReadyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metricsRegistry(), promhttp.HandlerOpts{}))
