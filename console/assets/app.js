@@ -200,7 +200,7 @@ function replaceKeepingFocus(el, children) {
     if (active.id) again = "#" + CSS.escape(active.id);
     else if (active.getAttribute("href")) again = `a[href="${CSS.escape(active.getAttribute("href"))}"]`;
   }
-  el.replaceChildren(...children);
+  el.replaceChildren(...children.filter(c => c));
   const next = again && el.querySelector(again);
   if (next) next.focus({preventScroll: true});
 }
@@ -767,27 +767,36 @@ function consumersPage(main, params) {
   const out = h("div", {id: "group"});
   main.append(form, out);
   if (!group) {
-    every(ETCD_POLL_MS, async () => replaceKeepingFocus(out, groupList(await api("/v1/console/groups"))));
+    const after = params.get("after") || "";
+    every(ETCD_POLL_MS, async () => replaceKeepingFocus(out,
+      groupList(await api("/v1/console/groups" + (after ? "?after=" + encodeURIComponent(after) : "")), after)));
     return;
   }
   out.before(h("p", {}, h("a", {href: "/ui/consumers"}, "All groups")));
   every(POLL_MS, async () => replaceKeepingFocus(out, groupView(await api("/v1/consumers/" + encodeURIComponent(group)))));
 }
 
-// The lists of groups and producers read etcd (every group's keys, a page
-// of producer records): every 5 s, not 2.
+// The lists of groups and producers read etcd (a page of 100 groups'
+// keys, a page of producer records): every 5 s, not 2.
 const ETCD_POLL_MS = 5000;
 
-function groupList(d) {
+function groupList(d, after) {
   if (d.unavailable) return [h("p", {class: "muted"}, d.unavailable + ".")];
-  if (!d.groups.length) return [h("p", {class: "muted"}, "No consumer group whose topics you may read.")];
+  const pager = h("div", {class: "buttons"},
+    after ? h("a", {href: "/ui/consumers", class: "button"}, "First page") : null,
+    d.next_after ? h("a", {href: "/ui/consumers?after=" + encodeURIComponent(d.next_after), class: "button", id: "g-more"}, "More groups") : null);
+  const undecodable = d.undecodable ? h("p", {class: "note", id: "g-undecodable"},
+    `${fmtInt(d.undecodable)} group${d.undecodable === 1 ? "" : "s"} of this page left out: ${d.undecodable === 1 ? "its" : "their"} keys in etcd do not decode.`) : null;
+  if (!d.groups.length) {
+    return [h("p", {class: "muted"}, "No consumer group whose topics you may read" + (after ? ` after ${after} in this page of groups.` : " yet.")), undecodable, pager];
+  }
   return [h("table", {id: "g-list"},
-    h("caption", {}, "Groups whose topics you may read; lag is measured against C, refreshed every 5 s"),
+    h("caption", {}, "Groups whose topics you may read" + (after ? `, after ${after}` : "") + ", by name; lag is measured against C, refreshed every 5 s"),
     h("thead", {}, h("tr", {}, ["Group", "Generation", "Members", "Topics", "Partitions", "Total lag"].map(t => h("th", {scope: "col"}, t)))),
     h("tbody", {}, d.groups.map(g => h("tr", {"data-group": g.group},
       h("td", {}, h("a", {href: "/ui/consumers?group=" + encodeURIComponent(g.group)}, g.group)),
       h("td", {class: "num"}, fmtInt(g.generation)), h("td", {class: "num"}, fmtInt(g.members)), h("td", {}, g.topics.join(", ")),
-      h("td", {class: "num"}, fmtInt(g.partitions)), h("td", {class: "num lag"}, fmtInt(g.total_lag))))))];
+      h("td", {class: "num"}, fmtInt(g.partitions)), h("td", {class: "num lag"}, fmtInt(g.total_lag)))))), undecodable, pager];
 }
 
 function groupView(d) {

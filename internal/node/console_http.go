@@ -170,12 +170,26 @@ type consoleGroup struct {
 	TotalLag   uint64   `json:"total_lag"`
 }
 
-// serveConsoleGroups answers GET /v1/console/groups: every consumer group
-// whose topics the caller may all read, with its members and total lag.
-// Groups have no ACL of their own; a group is shown to whoever may read
-// what it consumes (one with no topic, to whoever may read every topic).
+// Bounds of the console's group listing, in groups per page.
+const (
+	consoleGroupsDefault = 100
+	consoleGroupsMax     = 500
+)
+
+// serveConsoleGroups answers GET /v1/console/groups?after=GROUP&limit=N:
+// a page of consumer groups in key order, those whose topics the caller
+// may all read, with their members and total lag; next_after, when
+// present, asks for the rest, and undecodable counts the groups of the
+// page whose keys in etcd do not decode. Groups have no ACL of their own:
+// a group is shown to whoever may read what it consumes (one with no
+// topic, to whoever may read every topic).
 func (s *Server) serveConsoleGroups(w http.ResponseWriter, r *http.Request) {
 	principal, err := s.auth.callPrincipal(r.Context())
+	if err != nil {
+		apierr.WriteHTTP(w, err)
+		return
+	}
+	limit, err := consoleLimit(r.URL.Query(), consoleGroupsDefault, consoleGroupsMax)
 	if err != nil {
 		apierr.WriteHTTP(w, err)
 		return
@@ -185,20 +199,27 @@ func (s *Server) serveConsoleGroups(w http.ResponseWriter, r *http.Request) {
 			"unavailable": "this node serves no consumer groups: it has no reader role"})
 		return
 	}
-	all, err := s.consumers.ListGroups(r.Context())
+	page, err := s.consumers.ListGroups(r.Context(), r.URL.Query().Get("after"), limit)
 	if err != nil {
 		apierr.WriteHTTP(w, err)
 		return
 	}
 	groups := []consoleGroup{}
-	for _, g := range all {
+	for _, g := range page.Groups {
 		if !s.mayReadAll(principal, g.Topics) {
 			continue
 		}
 		groups = append(groups, consoleGroup{Group: g.Group, Generation: g.Generation, Members: g.Members,
 			Topics: append([]string{}, g.Topics...), Partitions: g.Partitions, TotalLag: g.TotalLag})
 	}
-	writeConsoleJSON(w, map[string]any{"groups": groups})
+	answer := map[string]any{"groups": groups}
+	if page.Next != "" {
+		answer["next_after"] = page.Next
+	}
+	if page.Undecodable > 0 {
+		answer["undecodable"] = page.Undecodable
+	}
+	writeConsoleJSON(w, answer)
 }
 
 // Bounds of the console's producer listing: a page holds at most
@@ -301,18 +322,24 @@ func consolePage(q url.Values, cursorName string, def, most int) (cursor uint64,
 			return 0, 0, apierr.New(apierr.InvalidArgument, "%s=%q is not an offset or id", cursorName, v)
 		}
 	}
-	limit = def
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return 0, 0, apierr.New(apierr.InvalidArgument, "limit=%q is not a positive number", v)
-		}
-		if n > most {
-			return 0, 0, apierr.New(apierr.LimitTooLarge, "limit %d exceeds %d", n, most)
-		}
-		limit = n
+	limit, err = consoleLimit(q, def, most)
+	return cursor, limit, err
+}
+
+// consoleLimit reads a page's limit: def if absent, at most most.
+func consoleLimit(q url.Values, def, most int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return def, nil
 	}
-	return cursor, limit, nil
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, apierr.New(apierr.InvalidArgument, "limit=%q is not a positive number", v)
+	}
+	if n > most {
+		return 0, apierr.New(apierr.LimitTooLarge, "limit %d exceeds %d", n, most)
+	}
+	return n, nil
 }
 
 // Bounds of the console's archive listing, in files per page.

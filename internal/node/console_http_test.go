@@ -74,7 +74,9 @@ func TestConsoleServesItsFilesAndOnlyReadableTopics(t *testing.T) {
 
 // TestConsoleListsOnlyWhatTheCallerMaySee: the console's listings of
 // consumer groups, producers and the archive show each caller only what
-// it may read. A group is listed to a caller who may read all its topics;
+// it may read. A group is listed to a caller who may read all its topics,
+// a page at a time with a cursor, a group whose keys do not decode left
+// out and counted;
 // producers are listed to their own principal, all of them to an
 // administrator, a page at a time with a cursor; the archive needs read on
 // every topic, and a node without one says so.
@@ -103,6 +105,10 @@ func TestConsoleListsOnlyWhatTheCallerMaySee(t *testing.T) {
 			t.Fatalf("init producer %s: %d %s", p.name, code, body)
 		}
 	}
+	// A group whose state does not decode is left out of the list and counted.
+	if _, err := s.cli.Put(ctx, "orderlog/groups/g-broken/state", "not json"); err != nil {
+		t.Fatal(err)
+	}
 	h := bearer(alice)
 	h["Producer-Id"], h["Producer-Epoch"], h["Producer-Seq"] = "1", "1", "0"
 	if code, _, body := httpDo(t, "POST", base+"/v1/messages", `{"topic":"orders","payload":1}`, h); code != 200 {
@@ -117,7 +123,13 @@ func TestConsoleListsOnlyWhatTheCallerMaySee(t *testing.T) {
 	}{
 		{"/v1/console/groups", "", 401, []string{"UNAUTHENTICATED"}, nil},
 		{"/v1/console/groups", alice, 200, []string{`"group":"g-orders","generation":1,"members":1,"topics":["orders"],"partitions":16`}, []string{"g-secret"}},
-		{"/v1/console/groups", root, 200, []string{`"group":"g-orders"`, `"group":"g-secret"`}, nil},
+		{"/v1/console/groups", root, 200, []string{`"group":"g-orders"`, `"group":"g-secret"`, `"undecodable":1`}, []string{"g-broken", "next_after"}},
+		// Pages of groups by name: g-broken (left out), g-orders, g-secret.
+		{"/v1/console/groups?limit=2", root, 200, []string{`"group":"g-orders"`, `"next_after":"g-orders"`, `"undecodable":1`}, []string{"g-secret"}},
+		{"/v1/console/groups?after=g-orders&limit=2", root, 200, []string{`"group":"g-secret"`}, []string{"g-orders", "next_after", "undecodable"}},
+		{"/v1/console/groups?after=g-orders", alice, 200, []string{`"groups":[]`}, []string{"g-secret", "next_after"}},
+		{"/v1/console/groups?limit=0", root, 400, []string{"INVALID_ARGUMENT"}, nil},
+		{"/v1/console/groups?limit=100000", root, 400, []string{"LIMIT_TOO_LARGE"}, nil},
 		// A group's description follows the list: read on every topic it names.
 		{"/v1/consumers/g-orders", alice, 200, []string{`"group":"g-orders"`}, nil},
 		{"/v1/consumers/g-secret", alice, 403, []string{"PERMISSION_DENIED"}, []string{"secret\",\"partition"}},
