@@ -75,6 +75,19 @@ func TestConsoleBrowser(t *testing.T) {
 		if focused != "skip" {
 			t.Errorf("first Tab focused %q, want the skip link", focused)
 		}
+		// The next Tab is in the navy header, where the focus ring is light.
+		b.run(t, chromedp.KeyEvent(kb.Tab))
+		if ring := evaluate[string](t, b, `getComputedStyle(document.activeElement).outlineColor`); ring != "rgb(247, 201, 72)" {
+			t.Errorf("focus ring in the header is %s, want #f7c948", ring)
+		}
+		// The cards refresh every 2 s; a link in them keeps the focus.
+		link := `#main .grid a[href="/ui/producers"]`
+		b.tabTo(t, link, 30)
+		b.run(t, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`window.focusedCard = document.querySelector(%q)`, link)),
+			b.waitJS(fmt.Sprintf(`document.querySelector(%q) !== window.focusedCard`, link)))
+		if !evaluate[bool](t, b, fmt.Sprintf(`document.activeElement.matches(%q)`, link)) {
+			t.Errorf("the cards' refresh took the focus from their link")
+		}
 	})
 
 	step("find_by_key", func(t *testing.T) {
@@ -82,8 +95,11 @@ func TestConsoleBrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.ID("q-key")),
 			chromedp.SendKeys(chromedp.ID("q-topic"), "demo"),
 			chromedp.SendKeys(chromedp.ID("q-key"), "k3"+kb.Enter), // submit with the keyboard
-			b.waitText("#messages tbody", "k3"),
-			chromedp.Click(chromedp.CSS(fmt.Sprintf(`#m-%d button`, offsets[3]))))
+			b.waitText("#messages tbody", "k3"))
+		if built := b.count(t, fmt.Sprintf(`#m-%d + tr td *`, offsets[3])); built != 0 {
+			t.Errorf("the detail of k3 has %d elements before it is opened, want none", built)
+		}
+		b.run(t, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#m-%d button`, offsets[3]))))
 		detail := b.text(t, fmt.Sprintf(`#m-%d + tr`, offsets[3]))
 		for _, want := range []string{"\"n\": 3,\n  \"note\": \"hello\"", "trace", "t-3", "Producer seq"} {
 			if !strings.Contains(detail, want) {
@@ -108,6 +124,24 @@ func TestConsoleBrowser(t *testing.T) {
 		b.screenshot(t, shots, "messages-by-offset")
 	})
 
+	step("producer_link", func(t *testing.T) {
+		// A message's producer id links to its producer's messages in the
+		// message's topic; with a filter, Older and Last say they jump by offsets.
+		link := fmt.Sprintf(`#m-%d + tr a[href^="/ui/messages?producer="]`, offsets[5])
+		b.run(t, chromedp.Navigate(dev.url(fmt.Sprintf("/ui/messages?offset=%d", offsets[5]))), b.waitJS(fmt.Sprintf(`!!document.querySelector(%q)`, link)))
+		href := evaluate[string](t, b, fmt.Sprintf(`document.querySelector(%q).getAttribute("href")`, link))
+		if want := fmt.Sprintf("/ui/messages?producer=%d&topic=demo", producer.ID); href != want {
+			t.Errorf("producer link %q, want %q", href, want)
+		}
+		b.run(t, chromedp.Click(chromedp.CSS(link)), b.waitText("#messages tbody", "from-producer"))
+		if rows := b.count(t, "#messages tbody tr[id]"); rows != 1 {
+			t.Errorf("producer %d's messages in demo: %d rows, want 1", producer.ID, rows)
+		}
+		if last := b.text(t, "#q-last"); last != "Jump to C\u221250" {
+			t.Errorf("Last under a filter reads %q, want it to say it jumps to C\u221250", last)
+		}
+	})
+
 	step("tail", func(t *testing.T) {
 		b.run(t, chromedp.Navigate(dev.url("/ui/tail?topic=demo")), b.waitText("#t-status", "Following topic demo"))
 		for i := range 3 {
@@ -115,6 +149,27 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		b.run(t, b.waitText("#t-rows", "tail-2"), b.waitText("#t-rows", "tail-0"))
 		b.screenshot(t, shots, "tail")
+		// The tail follows the URL's topic, not the field's until Follow.
+		b.run(t, chromedp.SetValue(chromedp.ID("t-topic"), "bin"))
+		dev.produce(t, `{"topic":"demo","key":"tail-3","payload":"still demo"}`)
+		b.run(t, b.waitText("#t-rows", "tail-3"))
+	})
+
+	step("tail_topic_skips_none", func(t *testing.T) {
+		// Paused, then more than a page reads (reader.PageSegments) of
+		// another topic with one of demo's in it: the demo tail reads on
+		// from its short pages and skips none of demo's messages.
+		b.run(t, chromedp.Click(chromedp.ID("t-pause")), b.waitText("#t-pause", "Resume"))
+		dev.produceMany(t, "flood", 1100)
+		dev.produce(t, `{"topic":"demo","key":"mid-flood","payload":1}`)
+		dev.produceMany(t, "flood", 100)
+		last := dev.produce(t, `{"topic":"demo","key":"after-flood","payload":2}`)
+		b.run(t, chromedp.Click(chromedp.ID("t-pause")),
+			b.waitJS(fmt.Sprintf(`!!document.querySelector('#t-rows tr[data-offset="%d"]')`, last)))
+		rows := b.text(t, "#t-rows")
+		if !strings.Contains(rows, "mid-flood") || strings.Contains(rows, "skipped offsets") {
+			t.Errorf("the demo tail skipped messages of demo:\n%s", rows)
+		}
 	})
 
 	step("consumer_lag", func(t *testing.T) {

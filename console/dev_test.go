@@ -139,6 +139,17 @@ func (d *devProcess) produce(t *testing.T, body string) uint64 {
 	return *ack.Offset
 }
 
+// produceMany logs n small messages to topic, one request each (so that
+// they are n entries of the log, not batched into a few).
+func (d *devProcess) produceMany(t *testing.T, topic string, n int) {
+	t.Helper()
+	for i := range n {
+		if code, text := d.postWith(t, "/v1/messages", fmt.Sprintf(`{"topic":%q,"payload":%d}`, topic, i), nil); code != http.StatusOK {
+			t.Fatalf("produce %d to %s: %d %s", i, topic, code, text)
+		}
+	}
+}
+
 // session is a producer session: its id and epoch.
 type session struct {
 	ID    uint64 `json:"producer_id"`

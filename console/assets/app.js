@@ -79,9 +79,26 @@ async function api(path, options) {
   return path === "/metrics" || path === "/readyz" ? text : JSON.parse(text);
 }
 
+// apiless is set once this node is known to serve no /v1 API of its own
+// (no ingest role: /v1/status, /v1/messages and /v1/topics are not
+// mounted): the session's roles say so, or such a route answered 404.
+let apiless = null; // {endpoints: the ingest nodes' gRPC addresses, if known}
+
+function noApiText() {
+  const eps = (apiless && apiless.endpoints) || [];
+  return "This node serves no API (it has no ingest role): /v1/status, /v1/messages and /v1/topics are not there. " +
+    "Open the console on an ingest node" + (eps.length ? ", on the HTTP port of one of " + eps.join(", ") + " (their gRPC addresses)." : ".");
+}
+
 function showError(err) {
   const box = document.getElementById("error");
   if (!err) { box.hidden = true; box.textContent = ""; return; }
+  if (err.code === "HTTP_404") { // a route this node does not mount
+    apiless = apiless || {endpoints: []};
+    box.textContent = noApiText();
+    box.hidden = false;
+    return;
+  }
   let text = err.code ? err.code + ": " + err.message : String(err.message || err);
   if (err.status === 401) text += " — paste a token above (orderlog auth token create).";
   if (err.status === 403) text += " — the token's principal lacks the ACL for this.";
@@ -90,9 +107,9 @@ function showError(err) {
 }
 
 // guarded runs an async page action, showing what goes wrong instead of
-// throwing into the browser's log.
+// throwing into the browser's log; it returns the error, if any.
 async function guarded(fn) {
-  try { await fn(); } catch (e) { showError(e); }
+  try { await fn(); return null; } catch (e) { showError(e); return e; }
 }
 
 // ---------- Prometheus text ----------
@@ -174,6 +191,10 @@ function render() {
   }
   const main = document.getElementById("main");
   main.replaceChildren();
+  if (apiless && NEEDS_API.has(page)) {
+    main.append(h("p", {class: "note", id: "no-api"}, noApiText()));
+    return;
+  }
   page(main, new URLSearchParams(location.search));
 }
 
@@ -205,11 +226,29 @@ function replaceKeepingFocus(el, children) {
   if (next) next.focus({preventScroll: true});
 }
 
-// every runs fn now and then every ms while the page is shown.
+// shown resolves at once while the tab is visible, else when it is shown
+// again: no page polls the node from a hidden tab.
+function shown() {
+  if (!document.hidden) return Promise.resolve();
+  return new Promise(resolve => {
+    const onChange = () => {
+      if (document.hidden) return;
+      document.removeEventListener("visibilitychange", onChange);
+      resolve();
+    };
+    document.addEventListener("visibilitychange", onChange);
+  });
+}
+
+// every runs fn now and then every ms while the page is shown, pausing
+// while the tab is hidden.
 function every(ms, fn) {
   let stopped = false, timer = 0;
   const tick = async () => {
-    await guarded(fn);
+    await shown();
+    if (stopped) return;
+    const err = await guarded(fn);
+    if (err && err.code === "HTTP_404") return; // the node has no such route: asking again will not help
     if (!stopped) timer = setTimeout(tick, ms);
   };
   tick();
@@ -226,6 +265,7 @@ async function showSession() {
   try {
     const s = await api("/v1/console/session");
     who.textContent = s.auth_enabled ? "as " + (s.principal || "?") : "authentication off";
+    apiless = (s.roles || []).includes("ingest") ? null : {endpoints: s.ingest_endpoints || []};
   } catch (e) {
     who.textContent = e.status === 401 ? "token needed" : "";
   }
@@ -238,13 +278,11 @@ function setupToken() {
     e.preventDefault();
     if (input.value.trim()) sessionStorage.setItem(TOKEN_KEY, input.value.trim());
     input.value = "";
-    showSession();
-    render();
+    showSession().then(render);
   });
   document.getElementById("token-forget").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
-    showSession();
-    render();
+    showSession().then(render);
   });
 }
 
@@ -267,7 +305,7 @@ function overviewPage(main) {
       api("/readyz").then(() => true, () => false)]);
     scrapes.push({t: Date.now() / 1000, samples: parseMetrics(text), committed: status.committed});
     while (scrapes.length > MAX_SCRAPES) scrapes.shift();
-    cards.replaceChildren(...overviewCards(status, scrapes[scrapes.length - 1].samples, ready));
+    replaceKeepingFocus(cards, overviewCards(status, scrapes[scrapes.length - 1].samples, ready));
     charts.replaceChildren(...overviewCharts());
     byCode.replaceChildren(...errorsByCode());
     refusals.replaceChildren(...refusalTable(scrapes[scrapes.length - 1].samples));
@@ -449,9 +487,17 @@ function messagesPage(main, params) {
     QUERY_FIELDS.map(([name, label, type]) => h("label", {}, label,
       h("input", {name, type, id: "q-" + name, min: type === "number" ? 0 : undefined, value: params.get(name) || (name === "limit" ? "50" : "")}))),
     h("button", {type: "submit", id: "q-search"}, "Search"));
+  // Older and Last step by offsets. Without a filter a page of N offsets
+  // is a page of messages (less its holes); with one it can hold any
+  // number of matches, so they say they jump by offsets.
+  const filtered = FILTERS.some(k => params.get(k));
+  const n = limitOf({limit: params.get("limit")});
+  const jumpNote = filtered ? `Steps by ${n} offsets, not by ${n} matches: the filter can match any number of them` : null;
   const nav = h("div", {class: "buttons"},
-    h("button", {type: "button", id: "q-first"}, "First"), h("button", {type: "button", id: "q-older"}, "Older"),
-    h("button", {type: "button", id: "q-newer"}, "Newer"), h("button", {type: "button", id: "q-last"}, "Last"),
+    h("button", {type: "button", id: "q-first"}, "First"),
+    h("button", {type: "button", id: "q-older", title: jumpNote}, filtered ? `Jump back ${fmtInt(n)} offsets` : "Older"),
+    h("button", {type: "button", id: "q-newer"}, "Newer"),
+    h("button", {type: "button", id: "q-last", title: jumpNote}, filtered ? `Jump to C−${fmtInt(n)}` : "Last"),
     h("span", {class: "muted", id: "q-summary", "aria-live": "polite"}));
   const results = h("div", {id: "results"});
   main.append(form, nav, results);
@@ -473,10 +519,21 @@ function messagesPage(main, params) {
   nav.querySelector("#q-older").addEventListener("click", () => go({offset: String(Math.max(0, (Number(values().offset) || 0) - limitOf(values())))}));
   nav.querySelector("#q-newer").addEventListener("click", () => { if (page) go({offset: String(page.next_offset)}); });
   guarded(async () => {
-    page = await api("/v1/messages?" + readQuery(values()));
-    renderPage(results, page, values(), params.has("offset") ? Number(params.get("offset")) : null);
+    const v = values();
+    try {
+      page = await api("/v1/messages?" + readQuery(v));
+    } catch (e) {
+      if (e.status === 403 && v.producer && !v.topic) {
+        e.message += " (a producer's messages in every topic need read on every topic: enter a topic and search again)";
+      }
+      throw e;
+    }
+    renderPage(results, page, v, params.has("offset") ? Number(params.get("offset")) : null);
   });
 }
+
+// FILTERS are the query fields that select messages within the offsets.
+const FILTERS = ["topic", "key", "partition", "producer", "from", "to"];
 
 function limitOf(v) { return Number(v.limit) > 0 ? Number(v.limit) : 50; }
 
@@ -488,6 +545,14 @@ function readQuery(v) {
   if (v.from) q.set("from_time_us", String(Date.parse(v.from) * 1000));
   if (v.to) q.set("to_time_us", String(Date.parse(v.to) * 1000));
   return q.toString();
+}
+
+// producerLink lists a producer's messages in topic: a principal who may
+// not read every topic needs one named.
+function producerLink(id, topic) {
+  const q = new URLSearchParams({producer: String(id)});
+  if (topic) q.set("topic", topic);
+  return "/ui/messages?" + q;
 }
 
 function permalink(offset, v) {
@@ -511,20 +576,22 @@ function renderPage(into, page, v, selected) {
   for (const r of rows(page)) {
     if (r.skipped) { body.append(skippedRow(r.skipped, selected)); continue; }
     const m = r.message;
-    const detail = h("tr", {class: "detail", hidden: true}, h("td", {colspan: 7}, messageDetail(m)));
+    const cell = h("td", {colspan: 7}); // the detail is built on its first opening: a page of hex dumps is work nobody asked for
+    const detail = h("tr", {class: "detail", hidden: true}, cell);
     const toggle = h("button", {type: "button", "aria-expanded": "false", "aria-label": "Details of offset " + m.offset}, "Details");
-    toggle.addEventListener("click", () => {
-      const open = toggle.getAttribute("aria-expanded") !== "true";
+    const show = open => {
+      if (open && !cell.firstChild) cell.append(messageDetail(m));
       toggle.setAttribute("aria-expanded", String(open));
       detail.hidden = !open;
-    });
+    };
+    toggle.addEventListener("click", () => show(toggle.getAttribute("aria-expanded") !== "true"));
     const row = h("tr", {id: "m-" + m.offset, class: m.offset === selected ? "selected" : null},
       h("td", {class: "num"}, h("a", {href: permalink(m.offset, v)}, String(m.offset))),
       h("td", {}, m.topic), h("td", {}, m.key !== undefined ? m.key : (m.key_base64 ? "base64:" + m.key_base64 : "")),
       h("td", {class: "preview"}, payloadPreview(m)), h("td", {class: "num"}, String((m.headers || []).length)),
       h("td", {}, m.ingest_time), h("td", {}, toggle));
     body.append(row, detail);
-    if (m.offset === selected) { toggle.setAttribute("aria-expanded", "true"); detail.hidden = false; }
+    if (m.offset === selected) show(true);
   }
   if (!body.children.length) body.append(h("tr", {}, h("td", {colspan: 7, class: "muted"}, "No messages here below C.")));
   into.replaceChildren(h("table", {id: "messages"},
@@ -592,7 +659,8 @@ function messageDetail(m) {
     ["Offset", String(m.offset)],
     ["Topic", m.topic],
     ["Key", m.key !== undefined ? m.key : (m.key_base64 ? "base64 " + m.key_base64 : "(none)")],
-    ["Producer id", m.producer_id ? String(m.producer_id) : "(none: no producer session)"],
+    ["Producer id", m.producer_id ? h("a", {href: producerLink(m.producer_id, m.topic), title: "This producer's messages in " + m.topic},
+      String(m.producer_id)) : "(none: no producer session)"],
     ["Producer seq", m.producer_seq !== undefined ? String(m.producer_seq) : "–"],
     ["Message id", m.message_id || (m.message_id_base64 ? "base64 " + m.message_id_base64 : "–")],
     ["Client time", m.client_time_us ? new Date(m.client_time_us / 1000).toISOString() : "–"],
@@ -629,7 +697,8 @@ const TAIL_POLL_MS = 500;
 
 function tailPage(main, params) {
   main.append(h("h1", {}, "Live tail"));
-  const topic = h("input", {id: "t-topic", name: "topic", value: params.get("topic") || "", placeholder: "every topic"});
+  const followed = params.get("topic") || ""; // the URL's topic: editing the field changes nothing until Follow
+  const topic = h("input", {id: "t-topic", name: "topic", value: followed, placeholder: "every topic"});
   const pause = h("button", {type: "button", id: "t-pause", "aria-pressed": "false"}, "Pause");
   const status = h("p", {id: "t-status", class: "muted", "aria-live": "off"}, "Starting…");
   const body = h("tbody", {id: "t-rows"});
@@ -638,7 +707,7 @@ function tailPage(main, params) {
     h("table", {id: "tail", class: "fixed"}, h("caption", {}, "Newest first"),
       h("thead", {}, h("tr", {}, ["Offset", "Topic", "Key", "Payload", "Ingest time"].map(t => h("th", {scope: "col"}, t)))), body));
   form.addEventListener("submit", e => { e.preventDefault(); navigate("/ui/tail" + (topic.value.trim() ? "?topic=" + encodeURIComponent(topic.value.trim()) : "")); });
-  const state = {next: params.has("offset") ? Number(params.get("offset")) : null, last: 0, paused: false, shown: [], committed: []};
+  const state = {next: params.has("offset") ? Number(params.get("offset")) : null, last: 0, full: false, paused: false, shown: [], committed: []};
   pause.addEventListener("click", () => {
     state.paused = !state.paused;
     pause.setAttribute("aria-pressed", String(state.paused));
@@ -649,8 +718,10 @@ function tailPage(main, params) {
   cleanup = () => { stopped = true; clearTimeout(timer); previous(); };
   const tick = async () => {
     let again = TAIL_POLL_MS;
+    await shown(); // a hidden tab reads nothing; the next page says what it skipped
+    if (stopped) return;
     if (!state.paused) {
-      try { await tailStep(state, topic.value.trim(), body, status); showError(null); } catch (e) { showError(e); again = 2000; }
+      try { await tailStep(state, followed, body, status); showError(null); } catch (e) { showError(e); again = 2000; }
     }
     if (!stopped) timer = setTimeout(tick, again);
   };
@@ -658,13 +729,16 @@ function tailPage(main, params) {
 }
 
 // tailStep reads one page of at most TAIL_PAGE messages; the tail reads
-// one page per TAIL_POLL_MS whatever the rate. When more arrived since
-// the last page than a page holds, it skips to the newest page and says
-// so: the console shows the latest messages, it does not read the whole
-// log (that is a consumer's load, and the produce path would pay for it).
+// one page per TAIL_POLL_MS whatever the rate. When the last page came
+// full and more than a page of offsets is still unread below C, more
+// arrived than a page holds: it skips to the newest page and says so. The
+// console shows the latest messages, it does not read the whole log (that
+// is a consumer's load, and the produce path would pay for it). A page
+// that was not full read every match up to its next_offset, so a topic's
+// tail never skips its messages because other topics' offsets came.
 async function tailStep(state, topic, body, status) {
   if (state.next === null) state.next = state.last = (await api("/v1/status")).committed || 0;
-  if (state.last - state.next > TAIL_PAGE) {
+  if (state.full && state.last - state.next > TAIL_PAGE) {
     const jumpTo = state.last - TAIL_PAGE;
     body.prepend(h("tr", {class: "hole"}, h("td", {class: "num"}, String(state.next)),
       h("td", {colspan: 4}, `skipped offsets ${fmtInt(state.next)} to ${fmtInt(jumpTo - 1)}: more came than the tail shows (`,
@@ -681,6 +755,7 @@ async function tailStep(state, topic, body, status) {
   state.committed.push([now, page.committed]);
   state.next = page.next_offset;
   state.last = page.committed;
+  state.full = page.messages.length >= TAIL_PAGE;
   const window = 10;
   state.shown = state.shown.filter(([t]) => now - t <= window);
   state.committed = state.committed.filter(([t]) => now - t <= window);
@@ -907,6 +982,9 @@ function archiveView(d, st, before) {
 
 // ---------- start ----------
 
+// The pages that read /v1/status, /v1/messages or /v1/topics: on a node
+// without them they say where to go instead.
+const NEEDS_API = new Set([overviewPage, messagesPage, tailPage]);
+
 setupToken();
-showSession();
-render();
+showSession().then(render); // the session says whether this node serves the API

@@ -36,6 +36,10 @@ type consoleSession struct {
 	Principal   string   `json:"principal,omitempty"` // "" with authentication off
 	AuthEnabled bool     `json:"auth_enabled"`
 	Roles       []string `json:"roles"` // the roles this process runs
+	// IngestEndpoints, on a node without the ingest role (which serves no
+	// /v1/status, /v1/messages or /v1/topics), are the gRPC addresses of
+	// the nodes that have it, as far as etcd knows them.
+	IngestEndpoints []string `json:"ingest_endpoints,omitempty"`
 }
 
 // serveConsoleSession answers GET /v1/console/session.
@@ -45,7 +49,11 @@ func (s *Server) serveConsoleSession(w http.ResponseWriter, r *http.Request) {
 		apierr.WriteHTTP(w, err)
 		return
 	}
-	writeConsoleJSON(w, consoleSession{Principal: principal, AuthEnabled: s.auth.enabled(), Roles: s.consoleRoles()})
+	session := consoleSession{Principal: principal, AuthEnabled: s.auth.enabled(), Roles: s.consoleRoles()}
+	if s.ingest == nil {
+		session.IngestEndpoints, _ = clientEndpoints(r.Context(), s.cli) // none known if etcd does not answer
+	}
+	writeConsoleJSON(w, session)
 }
 
 func (s *Server) consoleRoles() []string {
