@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"orderlog/ingest"
+	"orderlog/internal/etcdserver"
 	"orderlog/proto/orderlogpb"
 )
 
@@ -199,5 +201,36 @@ func holdGroupMembership(ctx context.Context, t *testing.T, conn *grpc.ClientCon
 		if resp.GetAssignment() != nil {
 			return
 		}
+	}
+}
+
+// TestConsoleSessionOfANodeWithoutTheAPI: a node without the ingest role
+// serves the console but not /v1/status; its session says so by its roles
+// and names the ingest nodes' gRPC addresses, for the console to send the
+// user there.
+func TestConsoleSessionOfANodeWithoutTheAPI(t *testing.T) {
+	etcd, err := etcdserver.Start(etcdserver.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	in := startClusterNode(t, etcd, Roles{Ingest: true}, ingest.AckQuorum)
+	defer in.Close()
+	seq := startClusterNode(t, etcd, Roles{Sequencer: true}, ingest.AckQuorum)
+	defer seq.Close()
+	base := "http://" + seq.HTTPAddr()
+	if code, _, body := httpDo(t, "GET", base+"/v1/status", "", nil); code != 404 {
+		t.Errorf("GET /v1/status on a sequencer-only node: %d %s, want 404", code, body)
+	}
+	if code, _, _ := httpDo(t, "GET", base+"/ui/", "", nil); code != 200 {
+		t.Errorf("GET /ui/ on a sequencer-only node: %d, want the console", code)
+	}
+	want := `"roles":["sequencer"],"ingest_endpoints":["` + in.GRPCAddr() + `"]`
+	waitFor(t, 10*time.Second, "the ingest node's address in the session", func() bool {
+		_, _, body := httpDo(t, "GET", base+"/v1/console/session", "", nil)
+		return strings.Contains(body, want)
+	})
+	if _, _, body := httpDo(t, "GET", "http://"+in.HTTPAddr()+"/v1/console/session", "", nil); strings.Contains(body, "ingest_endpoints") {
+		t.Errorf("an ingest node's session names ingest endpoints: %s", body)
 	}
 }
