@@ -64,7 +64,10 @@ func TestConsoleBrowser(t *testing.T) {
 		b.run(t, chromedp.Navigate(dev.url("/ui/")),
 			b.waitText("#committed", fmt.Sprint(binary+1)),
 			b.waitText("#ready", "ready"),
-			b.waitText(`#refused-codes tr[data-code="OUT_OF_ORDER_SEQUENCE"]`, "OUT_OF_ORDER_SEQUENCE"))
+			b.waitText(`#refused-codes tr[data-code="OUT_OF_ORDER_SEQUENCE"]`, "OUT_OF_ORDER_SEQUENCE"),
+			b.waitText("#leader", dev.grpcAddr),
+			b.waitText("#cluster tbody", dev.grpcAddr+" (this node)"),
+			b.waitText("#cluster tbody", "serving"))
 		if total := b.text(t, `#refused-codes tr[data-code="OUT_OF_ORDER_SEQUENCE"] td:nth-child(2)`); total != "1" {
 			t.Errorf("refused frames of OUT_OF_ORDER_SEQUENCE since the start: %q, want 1", total)
 		}

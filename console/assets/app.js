@@ -298,8 +298,12 @@ function overviewPage(main) {
   const charts = h("div", {class: "grid"});
   const byCode = h("div", {id: "errors-by-code"});
   const refusals = h("div", {});
-  main.append(cards, h("h2", {}, "Last minutes"), charts, h("h2", {id: "h-errors"}, "Refused frames by error code"), byCode,
-    h("h2", {}, "Other refusals and errors"), refusals);
+  const cluster = h("div", {id: "cluster"});
+  main.append(cards, h("h2", {id: "h-cluster"}, "Cluster"), cluster, h("h2", {}, "Last minutes"), charts,
+    h("h2", {id: "h-errors"}, "Refused frames by error code"), byCode, h("h2", {}, "Other refusals and errors"), refusals);
+  every(CLUSTER_POLL_MS, async () => {
+    replaceKeepingFocus(cluster, clusterView(await api("/v1/console/cluster")));
+  });
   every(POLL_MS, async () => {
     const [status, text, ready] = await Promise.all([api("/v1/status"), api("/metrics"),
       api("/readyz").then(() => true, () => false)]);
@@ -310,6 +314,27 @@ function overviewPage(main) {
     byCode.replaceChildren(...errorsByCode());
     refusals.replaceChildren(...refusalTable(scrapes[scrapes.length - 1].samples));
   });
+}
+
+// CLUSTER_POLL_MS: the cluster view asks every store's node for its
+// health, so it is asked less often than the node's own figures.
+const CLUSTER_POLL_MS = 10000;
+
+// clusterView is the sequencer's leader and every registered store (one
+// per node) with the answer of its health check.
+function clusterView(d) {
+  const rows = (d.stores || []).map(st => h("tr", {},
+    h("td", {}, st.address + (st.self ? " (this node)" : "")),
+    h("td", {}, st.store_id),
+    h("td", {}, st.health === "SERVING" ? h("span", {class: "ok"}, "serving") : h("span", {class: "bad"}, st.health)),
+    h("td", {}, st.damaged ? h("span", {class: "bad"}, "journal damaged") : "ok")));
+  return [
+    kv([["Sequencer leader", d.sequencer_leader || h("span", {class: "bad"}, "none"), "leader"]]),
+    h("table", {"aria-labelledby": "h-cluster"},
+      h("thead", {}, h("tr", {}, h("th", {}, "Node (gRPC)"), h("th", {}, "Store"), h("th", {}, "Health"), h("th", {}, "Journal"))),
+      h("tbody", {}, ...rows)),
+    d.more_stores ? h("p", {class: "muted"}, "More stores are registered than are shown.") : null,
+  ];
 }
 
 function kv(pairs) {
@@ -350,6 +375,7 @@ function overviewCards(st, samples, ready) {
       ["Ledgers", fmtInt(st.ledgers)],
       ["Ledgers in this store", fmtInt(st.store_ledgers)],
       ["Disk used", st.disk_used_fraction !== undefined ? (st.disk_used_fraction * 100).toFixed(1) + " % of " + fmtBytes(st.disk_total_bytes) : "–"],
+      ["Disk full", st.disk_full ? h("span", {class: "bad"}, "full: refusing new messages") : h("span", {class: "ok"}, "no")],
     ])),
   ];
   const archived = metric(samples, "orderlog_tiering_archived_watermark");
