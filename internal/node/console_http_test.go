@@ -30,9 +30,11 @@ func TestConsoleServesItsFilesAndOnlyReadableTopics(t *testing.T) {
 	alice := tokenWithACLs(as(ctx, root), t, conn, "alice", &orderlogpb.AclEntry{Principal: "alice", Topic: "orders", Operation: "read"})
 	base := "http://" + s.HTTPAddr()
 	bearer := func(token string) map[string]string { return map[string]string{"Authorization": "Bearer " + token} }
-	waitFor(t, 10*time.Second, "alice's token", func() bool {
-		code, _, _ := httpDo(t, "GET", base+"/v1/console/session", "", bearer(alice))
-		return code == 200
+	// The token and the ACL reach the node through separate etcd watches:
+	// wait for the ACL, which shows as alice's topic list holding orders.
+	waitFor(t, 10*time.Second, "alice's token and ACL", func() bool {
+		code, _, body := httpDo(t, "GET", base+"/v1/console/topics", "", bearer(alice))
+		return code == 200 && strings.Contains(body, `"name":"orders"`)
 	})
 	code, _, body := httpDo(t, "POST", base+"/v1/schemas/subjects/orders/versions", `{"schema":"\"string\""}`, bearer(root))
 	if code != 200 {
@@ -95,8 +97,10 @@ func TestConsoleListsOnlyWhatTheCallerMaySee(t *testing.T) {
 	auditor := tokenWithACLs(as(ctx, root), t, conn, "auditor", &orderlogpb.AclEntry{Principal: "auditor", Topic: "*", Operation: "read"})
 	base := "http://" + s.HTTPAddr()
 	bearer := func(token string) map[string]string { return map[string]string{"Authorization": "Bearer " + token} }
-	waitFor(t, 10*time.Second, "the tokens", func() bool {
-		code, _, _ := httpDo(t, "GET", base+"/v1/console/session", "", bearer(auditor))
+	// Tokens and ACLs reach the node through etcd watches, in the order
+	// written: the auditor's ACL, written last, shows as its archive access.
+	waitFor(t, 10*time.Second, "the tokens and ACLs", func() bool {
+		code, _, _ := httpDo(t, "GET", base+"/v1/console/archive", "", bearer(auditor))
 		return code == 200
 	})
 	for group, topic := range map[string]string{"g-orders": "orders", "g-secret": "secret"} {
