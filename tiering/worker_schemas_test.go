@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"orderlog/tiering/objstore"
 	"orderlog/tiering/objstore/s3test"
 	"orderlog/tiering/parquetfile"
+	"orderlog/tiering/parquetfile/duckcheck"
 )
 
 const (
@@ -235,7 +235,7 @@ func checkDuckDBJoin(t *testing.T, w *workerWorld, vs map[string]map[uint32]int3
 		}
 	}
 	var rows [][]any
-	duckcheck(t, &rows, "--schemas", dir)
+	duckcheck.Run(t, &rows, "--schemas", dir)
 	texts := map[int64]string{}
 	for _, text := range []string{ordersV1, ordersV2, usersV1} {
 		for _, v := range []string{"orders", "users"} {
@@ -272,36 +272,6 @@ func guessFormat(text string) schema.Format {
 		return schema.Avro
 	}
 	return schema.JSONSchema
-}
-
-// duckcheck runs parquetfile/duckcheck/check.mjs (see there) with args and
-// decodes its JSON into out; without node or its modules it fails, or
-// skips with ORDERLOG_ALLOW_NO_DUCKDB=1.
-func duckcheck(t *testing.T, out any, args ...string) {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("parquetfile", "duckcheck"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "@duckdb", "node-api"))
-	_, nodeErr := exec.LookPath("node")
-	if modErr != nil || nodeErr != nil {
-		if os.Getenv("ORDERLOG_ALLOW_NO_DUCKDB") == "1" {
-			t.Skip("DuckDB check skipped (ORDERLOG_ALLOW_NO_DUCKDB=1)")
-		}
-		t.Fatalf("DuckDB check needs node and %s/node_modules: run `make duckdb-tool`: %v %v", dir, modErr, nodeErr)
-	}
-	cmd := exec.Command("node", append([]string{"check.mjs"}, args...)...)
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node check.mjs: %v\n%s", err, stderr.String())
-	}
-	if err := json.Unmarshal(stdout, out); err != nil {
-		t.Fatalf("check.mjs output: %v\n%s", err, stdout)
-	}
 }
 
 // TestARegistrationAfterThePlanLeavesTheRePutEqual: a worker crashes

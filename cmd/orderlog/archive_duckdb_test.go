@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -19,6 +17,7 @@ import (
 	"orderlog/proto/orderlogpb"
 	"orderlog/tiering"
 	"orderlog/tiering/parquetfile"
+	"orderlog/tiering/parquetfile/duckcheck"
 )
 
 // duckFile is what tiering/parquetfile/duckcheck/check.mjs prints for a
@@ -32,32 +31,6 @@ type duckFile struct {
 	KV        map[string]string `json:"kv"`
 	Holes     *string           `json:"holes"`
 	Digest    string            `json:"digest"`
-}
-
-// runDuckDB runs check.mjs with args; its JSON decoded into out.
-func runDuckDB(t *testing.T, out any, args ...string) {
-	t.Helper()
-	dir, err := filepath.Abs("../../tiering/parquetfile/duckcheck")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@duckdb", "node-api")); err != nil {
-		if os.Getenv("ORDERLOG_ALLOW_NO_DUCKDB") == "1" {
-			t.Skip("DuckDB check skipped (ORDERLOG_ALLOW_NO_DUCKDB=1)")
-		}
-		t.Fatalf("the DuckDB check needs %s/node_modules: run `make duckdb-tool`: %v", dir, err)
-	}
-	cmd := exec.Command("node", append([]string{"check.mjs"}, args...)...)
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node check.mjs: %v\n%s", err, stderr.String())
-	}
-	if err := json.Unmarshal(stdout, out); err != nil {
-		t.Fatalf("check.mjs: %v\n%s", err, stdout)
-	}
 }
 
 // archiveProducers write to three topics through idempotent producers
@@ -183,7 +156,7 @@ func TestArchiveAgreesWithDuckDB(t *testing.T) {
 		t.Fatalf("%d archive files, the head counts %d", len(files), head.Files)
 	}
 	var duck []duckFile
-	runDuckDB(t, &duck, files...)
+	duckcheck.Run(t, &duck, files...)
 	next := head.First
 	for i, d := range duck {
 		f := openArchiveFile(t, files[i])
@@ -210,7 +183,7 @@ func TestArchiveAgreesWithDuckDB(t *testing.T) {
 		t.Fatalf("the files end at %d, T is %d", next, head.T)
 	}
 	var counts map[string]int
-	runDuckDB(t, &counts, "--recipe", archiveDir)
+	duckcheck.Run(t, &counts, "--recipe", archiveDir)
 	want := map[string]int{}
 	archived, _ := log.within(head.First, head.T)
 	for _, m := range archived {

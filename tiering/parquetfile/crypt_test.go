@@ -19,6 +19,7 @@ import (
 
 	"orderlog/internal/proccpu"
 	"orderlog/proto/orderlogpb"
+	"orderlog/tiering/parquetfile/duckcheck"
 )
 
 // testKeys returns keys holding one key per id, each of the id's byte
@@ -250,7 +251,7 @@ func TestDuckDBReadsEncrypted(t *testing.T) {
 		NoKeyError string      `json:"no_key_error"`
 		Rows       [][2]string `json:"rows"`
 	}
-	duckcheck(t, &got, "--encrypted", base64.StdEncoding.EncodeToString(key), path)
+	duckcheck.Run(t, &got, "--encrypted", base64.StdEncoding.EncodeToString(key), path)
 	if !strings.Contains(got.NoKeyError, "encrypted") {
 		t.Errorf("DuckDB without the key: %q, want a refusal saying the file is encrypted", got.NoKeyError)
 	}

@@ -1,11 +1,8 @@
 package parquetfile
 
 import (
-	"bytes"
-	"encoding/json"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"orderlog/proto/orderlogpb"
+	"orderlog/tiering/parquetfile/duckcheck"
 )
 
 // duckCheck is what duckcheck/check.mjs prints for one file.
@@ -49,37 +47,6 @@ var duckColumns = []duckColumn{
 	{"schema_id", "BIGINT"},
 }
 
-// duckcheck runs node check.mjs with args and decodes its JSON into out.
-// Without node_modules it fails, saying how to install them, unless
-// ORDERLOG_ALLOW_NO_DUCKDB=1, which skips.
-func duckcheck(t *testing.T, out any, args ...string) {
-	t.Helper()
-	dir, err := filepath.Abs("duckcheck")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "@duckdb", "node-api"))
-	_, nodeErr := exec.LookPath("node")
-	if modErr != nil || nodeErr != nil {
-		if os.Getenv("ORDERLOG_ALLOW_NO_DUCKDB") == "1" {
-			t.Skip("DuckDB check skipped (ORDERLOG_ALLOW_NO_DUCKDB=1)")
-		}
-		t.Fatalf("DuckDB check needs node and %s/node_modules: run `make duckdb-tool` "+
-			"(or set ORDERLOG_ALLOW_NO_DUCKDB=1 to skip): %v %v", dir, modErr, nodeErr)
-	}
-	cmd := exec.Command("node", append([]string{"check.mjs"}, args...)...)
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node check.mjs: %v\n%s", err, stderr.String())
-	}
-	if err := json.Unmarshal(stdout, out); err != nil {
-		t.Fatalf("check.mjs output: %v\n%s", err, stdout)
-	}
-}
-
 func TestDuckDBAgrees(t *testing.T) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(11, 11))
@@ -103,7 +70,7 @@ func TestDuckDBAgrees(t *testing.T) {
 		files = append(files, written{path, meta, msgs})
 	}
 	var got []duckCheck
-	duckcheck(t, &got, files[0].path, files[1].path, files[2].path)
+	duckcheck.Run(t, &got, files[0].path, files[1].path, files[2].path)
 	if len(got) != len(files) {
 		t.Fatalf("check.mjs reported %d files, want %d", len(got), len(files))
 	}
@@ -156,7 +123,7 @@ func TestDuckDBRecipe(t *testing.T) {
 		}
 	}
 	var got map[string]int
-	duckcheck(t, &got, "--recipe", dir)
+	duckcheck.Run(t, &got, "--recipe", dir)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("topic counts from DuckDB %v, want %v", got, want)
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"orderlog/proto/orderlogpb"
+	"orderlog/tiering/parquetfile/duckcheck"
 )
 
 // versionOf is the schema_version the tests give a row: null without a
@@ -213,7 +214,7 @@ func TestDuckDBAgreesOnSchemaColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	duckcheck(t, &got, path, v1Path)
+	duckcheck.Run(t, &got, path, v1Path)
 	if len(got) != 2 || got[0].Digest != meta.Digest || got[1].Digest != v1f.Meta().Digest {
 		t.Fatalf("DuckDB's digests %+v, want %s and %s", got, meta.Digest, v1f.Meta().Digest)
 	}
