@@ -17,10 +17,17 @@ func (c *Client) Auth() AuthAdmin { return AuthAdmin{c} }
 type AuthAdmin struct{ c *Client }
 
 func authCall[T any](ctx context.Context, c *Client, call func(ctx context.Context, ac orderlogpb.AuthClient) (T, error)) (T, error) {
+	return serviceCall(ctx, c, orderlogpb.NewAuthClient, call)
+}
+
+// serviceCall makes one unary call of a service S at the first endpoint
+// that answers (Client.unary), its error as an *apierr.Error.
+func serviceCall[S, T any](ctx context.Context, c *Client, newClient func(grpc.ClientConnInterface) S,
+	call func(ctx context.Context, service S) (T, error)) (T, error) {
 	var out T
 	err := c.unary(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
 		var err error
-		out, err = call(ctx, orderlogpb.NewAuthClient(conn))
+		out, err = call(ctx, newClient(conn))
 		return err
 	})
 	if err != nil {

@@ -3,9 +3,6 @@ package client
 import (
 	"context"
 
-	"google.golang.org/grpc"
-
-	"orderlog/internal/apierr"
 	"orderlog/proto/orderlogpb"
 )
 
@@ -20,16 +17,7 @@ func (c *Client) Schemas() SchemaRegistry { return SchemaRegistry{c} }
 type SchemaRegistry struct{ c *Client }
 
 func schemaCall[T any](ctx context.Context, c *Client, call func(ctx context.Context, sc orderlogpb.SchemasClient) (T, error)) (T, error) {
-	var out T
-	err := c.unary(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
-		var err error
-		out, err = call(ctx, orderlogpb.NewSchemasClient(conn))
-		return err
-	})
-	if err != nil {
-		return out, apierr.FromGRPC(err)
-	}
-	return out, nil
+	return serviceCall(ctx, c, orderlogpb.NewSchemasClient, call)
 }
 
 // Register adds text, in format ("AVRO", "JSON" or "PROTOBUF"; "" is
