@@ -268,7 +268,7 @@ func (e *machineEnv) incarnation(a *scripttest.Args, _ *strings.Builder) error {
 	return nil
 }
 
-func (e *machineEnv) ledger(a *scripttest.Args, _ *strings.Builder) error {
+func (e *machineEnv) ledger(a *scripttest.Args, out *strings.Builder) error {
 	switch verb := a.Word(0); verb {
 	case "open":
 		ref := LedgerRef{ID: a.MustUint("id"), Writer: a.MustStr("writer"), Epoch: a.MustUint("epoch")}
@@ -282,8 +282,14 @@ func (e *machineEnv) ledger(a *scripttest.Args, _ *strings.Builder) error {
 			return err
 		}
 		e.m.LedgerClosed(e.now, id, spans)
+	case "settled":
+		id := a.MustUint("id")
+		if err := a.Done(); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "ledger %d settled=%t\n", id, e.m.LedgerSettled(id))
 	default:
-		return fmt.Errorf("ledger %q: want open or closed", verb)
+		return fmt.Errorf("ledger %q: want open, closed or settled", verb)
 	}
 	return nil
 }

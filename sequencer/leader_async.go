@@ -78,12 +78,20 @@ func (l *leader) goRecover(id uint64) {
 	}()
 }
 
-// goClosedByWriter reads the spans of a ledger its writer says it closed.
+// goClosedByWriter reads the spans of a ledger its writer says it closed,
+// unless its writer's reports already decided all of it: reading back a
+// rolled ledger (a gigabyte at the default roll size) cost the node a
+// second or two of CPU and disk, and the producers' acks with it.
 func (l *leader) goClosedByWriter(id uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.mu.deposed {
 		return // shutdown may be waiting for the helpers: start none after it began
+	}
+	if l.mu.m.LedgerSettled(id) {
+		l.mu.m.LedgerClosed(l.now(), id, nil)
+		l.handleLocked()
+		return
 	}
 	l.wg.Add(1)
 	go func() {

@@ -68,6 +68,25 @@ func (m *Machine) LedgerClosed(now time.Duration, id uint64, spans []EntrySpan) 
 	m.drain()
 }
 
+// LedgerSettled reports whether every offset granted to ledger id, a
+// ledger of this epoch, is already decided (from its writer's Written and
+// Unused reports). Such a ledger's closed spans can decide nothing more, so
+// its close needs no read-back of its entries: a writer reports each entry
+// ≤ last before it reports the close, on the same stream. Older-epoch
+// ledgers never qualify: their undecided offsets are not tagged with them.
+func (m *Machine) LedgerSettled(id uint64) bool {
+	l := m.ledgers[id]
+	if l == nil || l.state == ledgerClosed || l.Epoch != m.cfg.Epoch {
+		return false
+	}
+	for _, s := range m.segs.live() {
+		if !s.resolved() && s.ledger == id {
+			return false
+		}
+	}
+	return true
+}
+
 // applyClosedSpans marks the spans of a closed ledger Written. Spans below
 // the resolved prefix were decided before and are skipped.
 func (m *Machine) applyClosedSpans(id uint64, spans []EntrySpan, older bool) {

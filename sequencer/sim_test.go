@@ -127,6 +127,7 @@ type simWorld struct {
 
 	facts         []offsetFacts
 	deposedGrants int               // grants by a leader after a newer one granted
+	settledCloses int               // writer closes told without spans (LedgerSettled)
 	confirmedC    map[uint64]uint64 // epoch → highest confirmed Watermark
 	maxPublished  uint64
 	step          int
@@ -552,7 +553,7 @@ func (w *simWorld) closeByWriter() {
 	for _, in := range w.ingests {
 		if in.name == l.writer && in.alive && l.state == simOpen && w.rng.IntN(3) > 0 {
 			w.closeAt(l, l.lac)
-			w.tellClosed(l)
+			w.tellClosed(l, true)
 		}
 	}
 }
@@ -574,21 +575,29 @@ func (w *simWorld) recoverOne() {
 		return
 	}
 	w.closeAt(l, l.keep)
-	w.tellClosed(l)
+	w.tellClosed(l, false)
 }
 
 // tellClosed feeds LedgerClosed to the current leader and, sometimes, to
 // deposed ones that know the ledger (the I/O loop reads the spans from the
 // stores). A deposed leader that is not told keeps granting on the closed
-// ledger from its old block.
-func (w *simWorld) tellClosed(l *simLedger) {
+// ledger from its old block. A ledger its writer closed is, at random,
+// closed without spans when the leader finds it settled, as the leader's
+// I/O loop does to skip reading a rolled ledger back.
+func (w *simWorld) tellClosed(l *simLedger, byWriter bool) {
 	for _, ld := range w.leaders {
 		if ld != w.current() && ld.partitioned {
 			continue
 		}
-		if ld.m.KnowsLedger(l.id) {
-			ld.m.LedgerClosed(w.nowFor(ld), l.id, w.spans(l))
+		if !ld.m.KnowsLedger(l.id) {
+			continue
 		}
+		spans := w.spans(l)
+		if byWriter && ld.m.LedgerSettled(l.id) && w.rng.IntN(2) == 0 {
+			spans = nil
+			w.settledCloses++
+		}
+		ld.m.LedgerClosed(w.nowFor(ld), l.id, spans)
 	}
 }
 
@@ -714,7 +723,7 @@ func (w *simWorld) settle() {
 				l := w.ledgers[id-1]
 				w.fence(l)
 				w.closeAt(l, l.keep)
-				w.tellClosed(l)
+				w.tellClosed(l, false)
 			}
 			w.reserveOne()
 			for _, ld := range w.leaders {
@@ -742,7 +751,7 @@ func (w *simWorld) settle() {
 	}
 }
 
-func runSim(t *testing.T, seed uint64, steps int) (leaders, written, deposedGrants uint64) {
+func runSim(t *testing.T, seed uint64, steps int) (leaders, written, deposedGrants, settledCloses uint64) {
 	w := &simWorld{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), bySess: map[SessionID]*simIngest{}, confirmedC: map[uint64]uint64{}}
 	for i := 0; i < 3; i++ {
 		w.nextInc++
@@ -758,7 +767,7 @@ func runSim(t *testing.T, seed uint64, steps int) (leaders, written, deposedGran
 			written++
 		}
 	}
-	return uint64(len(w.leaders)), written, uint64(w.deposedGrants)
+	return uint64(len(w.leaders)), written, uint64(w.deposedGrants), uint64(w.settledCloses)
 }
 
 func soakFactor() int {
@@ -774,19 +783,22 @@ func TestMachineRandomSchedules(t *testing.T) {
 		seeds = 20
 	}
 	seeds *= soakFactor()
-	var elections, written, deposed uint64
+	var elections, written, deposed, settledCloses uint64
 	for seed := 1; seed <= seeds; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			l, c, d := runSim(t, uint64(seed), steps)
+			l, c, d, s := runSim(t, uint64(seed), steps)
 			elections += l
 			written += c
 			deposed += d
+			settledCloses += s
 		})
 	}
 	// The schedules must exercise failover, deposed leaders granting from
 	// their old block, and commit real work, or the checks prove nothing.
-	if elections < uint64(seeds)*2 || written < uint64(seeds)*100 || deposed == 0 {
-		t.Fatalf("weak schedules: %d leaders, %d offsets written, %d deposed grants over %d seeds", elections, written, deposed, seeds)
+	if elections < uint64(seeds)*2 || written < uint64(seeds)*100 || deposed == 0 || settledCloses == 0 {
+		t.Fatalf("weak schedules: %d leaders, %d offsets written, %d deposed grants, %d settled closes over %d seeds",
+			elections, written, deposed, settledCloses, seeds)
 	}
-	t.Logf("%d seeds: %d leaders, %d offsets committed as Written, %d grants by deposed leaders", seeds, elections, written, deposed)
+	t.Logf("%d seeds: %d leaders, %d offsets committed as Written, %d grants by deposed leaders, %d settled closes",
+		seeds, elections, written, deposed, settledCloses)
 }
