@@ -2,6 +2,7 @@ package grpcopt
 
 import (
 	"fmt"
+	"sync"
 
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -42,9 +43,13 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 			return producewire.AppendProduceResponse(b, m)
 		})
 	case *orderlogpb.ReadResponse:
-		return marshalInto(producewire.ReadResponseSize(m), func(b []byte) ([]byte, error) {
-			return producewire.AppendReadResponse(b, m)
-		})
+		e := readEncoders.Get().(*producewire.ReadEncoder)
+		defer readEncoders.Put(e)
+		size, err := e.Size(m)
+		if err != nil {
+			return nil, err
+		}
+		return marshalInto(size, func(b []byte) ([]byte, error) { return e.Append(b, m), nil })
 	}
 	m := messageOf(v)
 	if m == nil {
@@ -54,6 +59,10 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 	opts := proto.MarshalOptions{UseCachedSize: true}
 	return marshalInto(proto.Size(m), func(b []byte) ([]byte, error) { return opts.MarshalAppend(b, m) })
 }
+
+// readEncoders keeps the read pages' encoders, whose scratch grows to a
+// page's message count.
+var readEncoders = sync.Pool{New: func() any { return new(producewire.ReadEncoder) }}
 
 // marshalInto encodes a message of size bytes with appendTo into a buffer
 // of that capacity, pooled unless it is small.

@@ -233,6 +233,10 @@ func appendHeader(b []byte, h *orderlogpb.Header) []byte {
 	return append(b, unknownFields(h)...)
 }
 
+// withUnknown is a message of orderlogpb whose unknown fields can be read
+// without the protobuf runtime's reflection (orderlogpb/unknown.go).
+type withUnknown interface{ UnknownFields() []byte }
+
 // unknownFields are the fields m was decoded with that its schema does not
 // know; proto.Marshal writes them back at the end of the message.
-func unknownFields(m proto.Message) []byte { return m.ProtoReflect().GetUnknown() }
+func unknownFields(m withUnknown) []byte { return m.UnknownFields() }
