@@ -194,8 +194,8 @@ func TestCheckpointTruncatesTheLogAndANewLeaderStartsFromIt(t *testing.T) {
 	if p.End == 0 || p.C < p.End {
 		t.Fatalf("checkpoint %+v covers nothing", p)
 	}
-	if n := countMetrics(NewCollector(leaderOf(nodes).node)); n != 6 {
-		t.Fatalf("leader exports %d checkpoint metrics, want 6", n)
+	if n := countMetrics(NewCollector(leaderOf(nodes).node)); n != 8 {
+		t.Fatalf("leader exports %d metrics, want 8 (6 of checkpoints, 2 of writer-closed ledgers)", n)
 	}
 	if err := subscribeFromZero(ctx, c); status.Code(err) != codes.OutOfRange {
 		t.Fatalf("subscription from 0 after trimming: %v, want OUT_OF_RANGE", err)

@@ -58,6 +58,14 @@ func (n *Node) CheckpointStatus() CheckpointStatus {
 type checkpointCollector struct {
 	node                                     *Node
 	age, end, covered, took, written, retain *prometheus.Desc
+	writerCloses                             *prometheus.Desc
+}
+
+// WriterCloses counts the ledgers their writers closed while this node
+// led: settled ones were closed from the writer's reports alone, the
+// others after reading their entries back for the spans.
+func (n *Node) WriterCloses() (settled, readBack int64) {
+	return n.writerCloses.settled.Load(), n.writerCloses.readBack.Load()
 }
 
 // NewCollector returns the node's Prometheus metrics: checkpoint age and
@@ -71,16 +79,22 @@ func NewCollector(n *Node) prometheus.Collector {
 		took:    prometheus.NewDesc("orderlog_sequencer_checkpoint_write_seconds", "How long writing the newest checkpoint took.", nil, nil),
 		written: prometheus.NewDesc("orderlog_sequencer_checkpoints_written", "Checkpoints this node wrote.", nil, nil),
 		retain:  prometheus.NewDesc("orderlog_sequencer_retained_commit_records", "Commit records the leader keeps in memory for commit-map subscribers.", nil, nil),
+		writerCloses: prometheus.NewDesc("orderlog_sequencer_writer_closed_ledgers_total",
+			"Ledgers their writers closed while this node led, by how the leader settled them: settled (from the writer's reports) or read_back (entries read back for their spans).",
+			[]string{"spans"}, nil),
 	}
 }
 
 func (c *checkpointCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.age, c.end, c.covered, c.took, c.written, c.retain} {
+	for _, d := range []*prometheus.Desc{c.age, c.end, c.covered, c.took, c.written, c.retain, c.writerCloses} {
 		ch <- d
 	}
 }
 
 func (c *checkpointCollector) Collect(ch chan<- prometheus.Metric) {
+	settled, readBack := c.node.WriterCloses()
+	ch <- prometheus.MustNewConstMetric(c.writerCloses, prometheus.CounterValue, float64(settled), "settled")
+	ch <- prometheus.MustNewConstMetric(c.writerCloses, prometheus.CounterValue, float64(readBack), "read_back")
 	if !c.node.Status().Leader {
 		return
 	}

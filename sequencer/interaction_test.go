@@ -283,11 +283,11 @@ func (e *machineEnv) ledger(a *scripttest.Args, out *strings.Builder) error {
 		}
 		e.m.LedgerClosed(e.now, id, spans)
 	case "settled":
-		id := a.MustUint("id")
+		id, writer := a.MustUint("id"), a.MustStr("writer")
 		if err := a.Done(); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "ledger %d settled=%t\n", id, e.m.LedgerSettled(id))
+		fmt.Fprintf(out, "ledger %d unclosed=%t settled=%t\n", id, e.m.LedgerUnclosed(id), e.m.LedgerSettled(id, writer))
 	default:
 		return fmt.Errorf("ledger %q: want open, closed or settled", verb)
 	}

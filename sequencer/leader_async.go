@@ -78,21 +78,26 @@ func (l *leader) goRecover(id uint64) {
 	}()
 }
 
-// goClosedByWriter reads the spans of a ledger its writer says it closed,
-// unless its writer's reports already decided all of it: reading back a
-// rolled ledger (a gigabyte at the default roll size) cost the node a
-// second or two of CPU and disk, and the producers' acks with it.
-func (l *leader) goClosedByWriter(id uint64) {
+// goClosedByWriter closes a ledger its writer (the session s) says it
+// closed. The ledger's entries are read back for their spans only if some
+// offset granted to it is still undecided: reading back a rolled ledger (a
+// gigabyte at the default roll size) cost the node a second or two of CPU
+// and disk, and the producers' acks with it, after every roll.
+func (l *leader) goClosedByWriter(s *grantStream, id uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.mu.deposed {
+	switch {
+	case l.mu.deposed:
 		return // shutdown may be waiting for the helpers: start none after it began
-	}
-	if l.mu.m.LedgerSettled(id) {
+	case !l.mu.m.LedgerUnclosed(id):
+		return // unknown, or closed already (a recovery won): nothing to decide
+	case l.mu.m.LedgerSettled(id, s.incarnation):
+		l.node.writerCloses.settled.Add(1)
 		l.mu.m.LedgerClosed(l.now(), id, nil)
 		l.handleLocked()
 		return
 	}
+	l.node.writerCloses.readBack.Add(1)
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()

@@ -57,7 +57,7 @@ func (l *leader) onFrame(s *grantStream, f *pb.IngestFrame) {
 	l.handleLocked()
 	l.mu.Unlock()
 	for _, c := range f.Closed {
-		l.goClosedByWriter(c.LedgerId)
+		l.goClosedByWriter(s, c.LedgerId)
 	}
 }
 

@@ -68,15 +68,22 @@ func (m *Machine) LedgerClosed(now time.Duration, id uint64, spans []EntrySpan) 
 	m.drain()
 }
 
-// LedgerSettled reports whether every offset granted to ledger id, a
-// ledger of this epoch, is already decided (from its writer's Written and
-// Unused reports). Such a ledger's closed spans can decide nothing more, so
-// its close needs no read-back of its entries: a writer reports each entry
-// ≤ last before it reports the close, on the same stream. Older-epoch
-// ledgers never qualify: their undecided offsets are not tagged with them.
-func (m *Machine) LedgerSettled(id uint64) bool {
+// LedgerUnclosed reports whether the machine knows ledger id and has not
+// closed it: only then can a close decide anything.
+func (m *Machine) LedgerUnclosed(id uint64) bool {
 	l := m.ledgers[id]
-	if l == nil || l.state == ledgerClosed || l.Epoch != m.cfg.Epoch {
+	return l != nil && l.state != ledgerClosed
+}
+
+// LedgerSettled reports whether every offset granted to ledger id, a
+// ledger of this epoch written by writer, is already decided (by its
+// writer's Written and Unused reports). A close of such a ledger decides
+// nothing more whatever its spans, so it needs no read-back of the entries.
+// Older-epoch ledgers never qualify: their undecided offsets are not
+// tagged with them.
+func (m *Machine) LedgerSettled(id uint64, writer string) bool {
+	l := m.ledgers[id]
+	if l == nil || l.state == ledgerClosed || l.Epoch != m.cfg.Epoch || l.Writer != writer {
 		return false
 	}
 	for _, s := range m.segs.live() {

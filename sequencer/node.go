@@ -112,6 +112,9 @@ type Node struct {
 	replays replayCache
 	// checkpoints is what the metrics say of checkpoints (checkpoint_metrics.go).
 	checkpoints checkpointStats
+	// writerCloses counts the ledgers writers closed, by how the leader
+	// learned their spans (leader_async.go).
+	writerCloses struct{ settled, readBack atomic.Int64 }
 	// checkpointStep, set by tests before Run, is called after each step
 	// of a checkpoint; an error stops the checkpoint there, as a crash
 	// would.

@@ -593,7 +593,7 @@ func (w *simWorld) tellClosed(l *simLedger, byWriter bool) {
 			continue
 		}
 		spans := w.spans(l)
-		if byWriter && ld.m.LedgerSettled(l.id) && w.rng.IntN(2) == 0 {
+		if byWriter && ld.m.LedgerSettled(l.id, l.writer) && w.rng.IntN(2) == 0 {
 			spans = nil
 			w.settledCloses++
 		}

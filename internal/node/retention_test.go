@@ -59,6 +59,11 @@ func TestRollingAndRetentionBoundTheLog(t *testing.T) {
 	id, epoch := p.ID()
 	p.Close()
 	waitCommitted(t, c, last.Offset+1)
+	// Each roll's ledger was settled by its writer's reports before its
+	// close arrived: none was read back for its spans.
+	if settled, readBack := s.sequencer.WriterCloses(); settled < 10 || readBack != 0 {
+		t.Errorf("writer closes: %d settled, %d read back; want many rolls settled, none read back", settled, readBack)
+	}
 
 	start := waitLogStart(t, s, func(start uint64) bool { return start > last.Offset/2 })
 	waitUntil(t, 10*time.Second, "ledgers below the start deleted", func() bool {
